@@ -1,0 +1,23 @@
+"""Tridiagonal kernels: Thomas (plain and cyclic), factorised per-column systems, and the local
+cyclic reduction of the parallel tridiagonal algorithm (seed paper Algorithms 1 and 2)."""
+
+from daskflow.tridiagonal.cyclic_reduction import (
+    ReducedChunk,
+    precompute,
+    reconstruct,
+    reduce,
+    reduce_reference,
+    reduced_system,
+)
+from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_shifted
+
+__all__ = [
+    "FactoredTridiagonal",
+    "ReducedChunk",
+    "precompute",
+    "reconstruct",
+    "reduce",
+    "reduce_reference",
+    "reduced_system",
+    "solve_shifted",
+]

@@ -1,0 +1,152 @@
+"""Local cyclic reduction of the parallel tridiagonal algorithm (P-TDMA), seed paper §2.2.
+
+A chunk holds rows ``0..m-1`` of a longer tridiagonal system; row 0 couples to the previous
+chunk's last row and row ``m-1`` to the next chunk's first row. The reduction rewrites every
+interior row as ``a_k x_0 + b_k x_k + c_k x_{m-1} = d_k`` so that only the two boundary rows leave
+the chunk; after the boundary values are known the interior is reconstructed in place.
+
+* :func:`reduce_reference` is the paper's Algorithm 1 (coefficients and right-hand side reduced
+  together, rows normalised to a unit diagonal), kept as the reference.
+* :func:`precompute`, :func:`reduce`, :func:`reconstruct` are Algorithm 2: the coefficients
+  ``(a, c, 1/b)`` depend on the column only through the diagonal shift and are computed once;
+  at run time only ``d`` changes, with no scratch copies of ``a`` or ``c``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from daskflow.backend import array_module, is_cupy_array
+from daskflow.tridiagonal import kernels
+
+
+class ReducedChunk(NamedTuple):
+    """Precomputed Algorithm-2 coefficients of one chunk, arrays ``(m, ncols)`` (float64).
+
+    ``boundary_lower/diag/upper`` are the chunk's rows of the reduced system, shape
+    ``(1 or 2, ncols)``: the first row (coupling to the previous chunk and the own last row) and,
+    for ``m >= 2``, the last row (coupling to the own first row and the next chunk).
+    """
+
+    a: object
+    c: object
+    inv_b: object
+    lower: object  # the original 1-D coefficients of the chunk's rows, length m
+    upper: object
+    boundary_lower: object
+    boundary_diag: object
+    boundary_upper: object
+
+
+def precompute(lower, diag, upper, shift) -> ReducedChunk:
+    """Algorithm 2, step 1, for 1-D row coefficients (length m) and a per-column diagonal ``shift``."""
+    xp = array_module(shift)
+    A, B, C = (xp.asarray(v, dtype=np.float64) for v in (lower, diag, upper))
+    s = xp.asarray(shift, dtype=np.float64).reshape(-1)
+    m, ncols = A.size, s.size
+    a = xp.zeros((m, ncols))
+    c = xp.zeros((m, ncols))
+    b = xp.empty((m, ncols))
+    a[0], b[0], c[0] = A[0], B[0] + s, C[0]
+    if m >= 2:
+        a[1], b[1] = A[1], B[1] + s
+        for k in range(2, m):  # set-up only: O(m) vector operations over columns
+            b[k] = B[k] + s - A[k] * C[k - 1] / b[k - 1]
+            a[k] = -A[k] * a[k - 1] / b[k - 1]
+        c[m - 1], c[m - 2] = C[m - 1], C[m - 2]
+        for k in range(m - 3, 0, -1):
+            a[k] = a[k] - C[k] * a[k + 1] / b[k + 1]
+            c[k] = -C[k] * c[k + 1] / b[k + 1]
+        a[0] = A[0]
+        if m >= 3:
+            b[0] = B[0] + s - C[0] * a[1] / b[1]
+            c[0] = -C[0] * c[1] / b[1]
+    rows = [0] if m == 1 else [0, m - 1]
+    bl = xp.stack([a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else []))
+    bd = b[rows]
+    bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
+    return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
+
+
+def reduce(d, chunk: ReducedChunk):
+    """Algorithm 2, step 2: reduce ``d`` of shape ``(m, *cols)`` in place; returns its boundary rows.
+
+    The result has shape ``(1 or 2, *cols)``: the reduced right-hand side of the first and last row.
+    """
+    xp = array_module(d)
+    m = d.shape[0]
+    x = d.reshape(m, -1)
+    real = x.real.dtype
+    lower, upper, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.lower, chunk.upper, chunk.inv_b))
+    if is_cupy_array(d):
+        kernels.launch("cr_reduce", x.dtype, x.shape[1], x, lower, upper, inv_b,
+                       np.int32(m), np.int64(x.shape[1]))
+    else:
+        for k in range(2, m):
+            x[k] -= lower[k] * x[k - 1] * inv_b[k - 1]
+        for k in range(m - 3, -1, -1):
+            x[k] -= upper[k] * x[k + 1] * inv_b[k + 1]
+    rows = [0] if m == 1 else [0, m - 1]
+    return d[rows]
+
+
+def reconstruct(d, first, last, chunk: ReducedChunk):
+    """Algorithm 2, step 4: fill the interior of reduced ``d`` in place from the boundary values.
+
+    ``first`` and ``last`` have shape ``cols`` (the solved unknowns of rows 0 and m-1).
+    """
+    xp = array_module(d)
+    m = d.shape[0]
+    x = d.reshape(m, -1)
+    real = x.real.dtype
+    x0 = xp.ascontiguousarray(first, dtype=x.dtype).reshape(-1)
+    xl = xp.ascontiguousarray(last, dtype=x.dtype).reshape(-1)
+    a, c, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.a, chunk.c, chunk.inv_b))
+    if is_cupy_array(d):
+        kernels.launch("cr_reconstruct", x.dtype, x.shape[1], x, x0, xl, a, c, inv_b,
+                       np.int32(m), np.int64(x.shape[1]))
+    else:
+        x[1 : m - 1] = (x[1 : m - 1] - a[1 : m - 1] * x0 - c[1 : m - 1] * xl) * inv_b[1 : m - 1]
+        x[0] = x0
+        x[m - 1] = xl
+    return d
+
+
+def reduced_system(chunks: list[ReducedChunk]):
+    """Stack the chunks' boundary rows (in z order) into one tridiagonal system per column.
+
+    Returns ``(lower, diag, upper)`` of shape ``(R, ncols)`` with ``R`` the total boundary rows.
+    """
+    xp = array_module(chunks[0].boundary_diag)
+    return tuple(xp.concatenate([getattr(ch, f"boundary_{n}") for ch in chunks])
+                 for n in ("lower", "diag", "upper"))
+
+
+def reduce_reference(a, b, c, d):
+    """The paper's Algorithm 1 on full per-column arrays ``(m, ncols)`` (copies; reference only).
+
+    Returns ``(a', c', d')`` of the rows normalised to unit diagonal:
+    ``a'_k x_0 + x_k + c'_k x_{m-1} = d'_k`` for interior rows; row 0 keeps its coupling ``a'_0`` to
+    the previous chunk and row ``m-1`` its coupling ``c'_{m-1}`` to the next.
+    """
+    a, b, c, d = (np.array(v, dtype=np.result_type(v, np.float64)) for v in (a, b, c, d))
+    m = d.shape[0]
+    for k in (0, 1)[: min(m, 2)]:
+        a[k], c[k], d[k] = a[k] / b[k], c[k] / b[k], d[k] / b[k]
+    for k in range(2, m):
+        r = 1.0 / (b[k] - a[k] * c[k - 1])
+        d[k] = r * (d[k] - a[k] * d[k - 1])
+        c[k] = r * c[k]
+        a[k] = -r * a[k] * a[k - 1]
+    for k in range(m - 3, 0, -1):
+        d[k] = d[k] - c[k] * d[k + 1]
+        a[k] = a[k] - c[k] * a[k + 1]
+        c[k] = -c[k] * c[k + 1]
+    if m >= 3:
+        r = 1.0 / (1.0 - a[1] * c[0])
+        d[0] = r * (d[0] - c[0] * d[1])
+        a[0] = r * a[0]
+        c[0] = -r * c[0] * c[1]
+    return a, c, d

@@ -1,0 +1,172 @@
+"""Batched Thomas solves along axis 0 of ``(m, *cols)`` arrays, NumPy or CuPy.
+
+Two flavours:
+
+* :func:`solve_shifted` — coefficients depend on the row only, plus a per-column diagonal
+  ``shift`` (the x/y eigenvalues of the Poisson/Helmholtz problem). Nothing is stored between
+  calls; the forward sweep recomputes the elimination factors on the fly.
+* :class:`FactoredTridiagonal` — per-column coefficients factorised once (the reduced P-TDMA
+  systems); a solve touches only the right-hand side.
+
+Both handle periodic (cyclic) systems by Sherman–Morrison. On CuPy they run one CUDA thread per
+column (:mod:`daskflow.tridiagonal.kernels`); on NumPy the sweep over rows is vectorised over
+columns. ``d`` may be real or complex; coefficients are real.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from daskflow.backend import array_module, is_cupy_array
+from daskflow.stencils import Tridiagonal
+from daskflow.tridiagonal import kernels
+
+
+def _columns(x, xp):
+    """``x`` as an ``(m, ncols)`` C-contiguous array (a view when possible)."""
+    return xp.ascontiguousarray(x).reshape(x.shape[0], -1)
+
+
+def solve_shifted(d, op: Tridiagonal, shift):
+    """Solve ``(lower, diag + shift, upper) x = d`` for every column; returns ``x`` (may reuse ``d``).
+
+    ``d`` has shape ``(m, *cols)``; ``op`` holds 1-D coefficients of length ``m``; ``shift`` is
+    broadcastable to ``cols``. A periodic ``op`` is solved as a cyclic system (needs ``m >= 2``).
+    """
+    xp = array_module(d)
+    m = d.shape[0]
+    real = d.real.dtype
+    cols_shape = d.shape[1:]
+    shift = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(shift, dtype=real), cols_shape)).ravel()
+    lower, diag, upper = (xp.asarray(c, dtype=real) for c in op[:3])
+    x = _columns(d, xp)
+    ncols = x.shape[1]
+    if is_cupy_array(d):
+        cp = xp.empty((m, ncols), dtype=real)
+        if op.periodic:
+            zz = xp.empty((m, ncols), dtype=real)
+            kernels.launch("thomas_cyclic_shifted", x.dtype, ncols, x, cp, zz, lower, diag, upper,
+                           shift, np.int32(m), np.int64(ncols))
+        else:
+            kernels.launch("thomas_shifted", x.dtype, ncols, x, cp, lower, diag, upper, shift,
+                           np.int32(m), np.int64(ncols))
+        return x.reshape(d.shape)
+    bands = _shifted_bands(lower, diag, upper, shift)
+    return _solve_numpy(x, *bands, op.periodic).reshape(d.shape)
+
+
+def _shifted_bands(lower, diag, upper, shift):
+    ncols = shift.size
+    return (
+        np.broadcast_to(lower[:, None], (lower.size, ncols)),
+        diag[:, None] + shift[None, :],
+        np.broadcast_to(upper[:, None], (upper.size, ncols)),
+    )
+
+
+def _thomas_numpy(d, lower, diag, upper):
+    """Plain (non-cyclic) Thomas on ``(m, ncols)`` arrays, vectorised over columns."""
+    m = d.shape[0]
+    x = np.empty_like(d)
+    cp = np.empty(diag.shape, dtype=diag.dtype)
+    inv = 1.0 / diag[0]
+    cp[0] = upper[0] * inv
+    x[0] = d[0] * inv
+    for k in range(1, m):
+        inv = 1.0 / (diag[k] - lower[k] * cp[k - 1])
+        cp[k] = upper[k] * inv
+        x[k] = (d[k] - lower[k] * x[k - 1]) * inv
+    for k in range(m - 2, -1, -1):
+        x[k] -= cp[k] * x[k + 1]
+    return x
+
+
+def _solve_numpy(d, lower, diag, upper, periodic: bool):
+    if not periodic:
+        return _thomas_numpy(d, lower, diag, upper)
+    # Sherman–Morrison: A = T + u v^T with the corners moved into u v^T.
+    alpha, beta = lower[0], upper[-1]  # row 0 -> column m-1, row m-1 -> column 0
+    gamma = -diag[0]
+    diag = diag.copy()
+    diag[0] -= gamma
+    diag[-1] -= alpha * beta / gamma
+    u = np.zeros(diag.shape, dtype=diag.dtype)
+    u[0], u[-1] = gamma, beta
+    y = _thomas_numpy(d, lower, diag, upper)
+    z = _thomas_numpy(u, lower, diag, upper)
+    factor = (y[0] + alpha / gamma * y[-1]) / (1.0 + z[0] + alpha / gamma * z[-1])
+    return y - factor * z
+
+
+@dataclass
+class FactoredTridiagonal:
+    """Per-column tridiagonal systems ``(m, ncols)`` factorised once; :meth:`solve` moves only ``d``.
+
+    ``lower[k]`` multiplies unknown ``k - 1`` and ``upper[k]`` unknown ``k + 1``; with
+    ``periodic`` the corners ``lower[0]`` (row 0 -> unknown m-1) and ``upper[m-1]`` close the cycle.
+    Arrays are kept on the device of ``diag``.
+    """
+
+    lower: object
+    inv_den: object
+    cp: object
+    zz: object
+    vlast: object
+    periodic: bool
+
+    @classmethod
+    def factor(cls, lower, diag, upper, periodic: bool) -> FactoredTridiagonal:
+        xp = array_module(diag)
+        lo, dg, up = (xp.asarray(c, dtype=np.float64).reshape(c.shape[0], -1) for c in (lower, diag, upper))
+        m = dg.shape[0]
+        dg = dg.copy()
+        if periodic:
+            alpha, beta = lo[0].copy(), up[-1].copy()
+            gamma = -dg[0]
+            dg[0] -= gamma
+            dg[-1] -= alpha * beta / gamma
+        inv_den = xp.empty_like(dg)
+        cp = xp.empty_like(dg)
+        inv_den[0] = 1.0 / dg[0]
+        cp[0] = up[0] * inv_den[0]
+        for k in range(1, m):  # set-up only: O(m) vector operations
+            inv_den[k] = 1.0 / (dg[k] - lo[k] * cp[k - 1])
+            cp[k] = up[k] * inv_den[k]
+        zz = vlast = xp.zeros((1, dg.shape[1]))
+        if periodic:
+            u = xp.zeros_like(dg)
+            u[0], u[-1] = gamma, beta
+            zz = _factored_sweep(u, lo, inv_den, cp)
+            vlast = alpha / gamma
+        return cls(lo, inv_den, cp, zz, xp.ascontiguousarray(vlast.reshape(-1)), periodic)
+
+    def solve(self, d):
+        """Solve for ``d`` of shape ``(m, *cols)`` matching the factorised columns."""
+        xp = array_module(d)
+        x = _columns(d, xp).copy()
+        real = x.real.dtype
+        lower, inv_den, cp, zz, vlast = (xp.asarray(a, dtype=real) for a in
+                                         (self.lower, self.inv_den, self.cp, self.zz, self.vlast))
+        if is_cupy_array(d):
+            kernels.launch("factored_solve", x.dtype, x.shape[1], x, lower, inv_den, cp,
+                           xp.ascontiguousarray(zz), vlast, np.int32(x.shape[0]),
+                           np.int64(x.shape[1]), np.int32(self.periodic))
+            return x.reshape(d.shape)
+        y = _factored_sweep(x, lower, inv_den, cp)
+        if self.periodic:
+            factor = (y[0] + vlast * y[-1]) / (1.0 + zz[0] + vlast * zz[-1])
+            y = y - factor * zz
+        return y.reshape(d.shape)
+
+
+def _factored_sweep(d, lower, inv_den, cp):
+    xp = array_module(d)
+    x = xp.empty_like(d)
+    x[0] = d[0] * inv_den[0]
+    for k in range(1, d.shape[0]):
+        x[k] = (d[k] - lower[k] * x[k - 1]) * inv_den[k]
+    for k in range(d.shape[0] - 2, -1, -1):
+        x[k] -= cp[k] * x[k + 1]
+    return x

@@ -8,10 +8,10 @@ P (periodic), N (homogeneous Neumann), D (homogeneous Dirichlet), first letter a
 
 * placement ``"c"``: unknowns at cell centres ``i = 0..n-1``; ghosts: P wraps, N ``x[-1] = x[0]``
   (``x[n] = x[n-1]``), D ``x[-1] = -x[0]`` (``x[n] = -x[n-1]``). ``m = n`` unknowns.
-* placement ``"f"``: stored point ``i`` sits on face ``i + 1``; face 0 (lower boundary) is not stored.
-  PP: ``m = n``, same matrix as ``"c"``. Otherwise the last stored point is the upper boundary and
-  not an unknown, ``m = n - 1``; ghosts: lower D face 0 = 0, lower N ``x[-1] = x[0]``, upper D
-  ``x[m] = 0``, upper N ``x[m] = x[m-1]``.
+* placement ``"f"``: stored point ``i`` sits on face ``i + 1``; face 0 (the lower boundary) is not
+  stored. PP: ``m = n``, same matrix as ``"c"``. Otherwise the last stored point is the upper
+  boundary and not an unknown, ``m = n - 1``; ghosts (CaNS): lower D face 0 = 0, lower N
+  ``x[-1] = x[0]``, upper D ``x[m] = 0``, upper N ``x[m] = x[m-1]``.
 
 Operator ``(x[i-1] - 2 x[i] + x[i+1]) / h**2``. For r2r pairs its eigenvectors are
 ``v_l(i) = f(pi (i + a)(l + b) / L)``, ``i, l = 0..m-1``, eigenvalues
@@ -89,9 +89,7 @@ def spectral_size(bc: str, placement: str, n: int, complex_input: bool) -> int:
     return m
 
 
-def eigenvalues(
-    bc: str, placement: str, n: int, spacing: float, complex_input: bool = False
-) -> np.ndarray:
+def eigenvalues(bc: str, placement: str, n: int, spacing: float, complex_input: bool = False) -> np.ndarray:
     """Eigenvalues, shape ``(spectral_size,)`` float64 NumPy, in ``forward``'s output order."""
     size = spectral_size(bc, placement, n, complex_input)
     if bc == "PP":

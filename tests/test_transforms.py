@@ -1,4 +1,4 @@
-"""Tests for daskflow.transforms against dense operators assembled independently from the stencil."""
+"""Tests for daskflow.transforms against dense operators assembled from the stencil."""
 
 from __future__ import annotations
 
@@ -88,24 +88,34 @@ def test_eigenvalues_match_dense(placement: str, bc: str, n: int) -> None:
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize(("placement", "bc", "n"), CASES)
-def test_operator_and_round_trips(
-    placement: str, bc: str, n: int, cplx: bool, dtype: type
-) -> None:
+def test_operator_and_round_trips(placement: str, bc: str, n: int, cplx: bool, dtype: type) -> None:
     rng = np.random.default_rng(n)
     tol = TOL[dtype]
     a = dense_operator(bc, placement, n, H)
     m = n_unknowns(bc, placement, n)
     lam = eigenvalues(bc, placement, n, H, complex_input=cplx)
-    for shape, axis in [((n,), 0), ((n, 3, 2), 0), ((2, n, 3), 1), ((3, 2, n), 2),
-                        ((3, 2, n), -1), ((2, n, 3), -2)]:
+    for shape, axis in [
+        ((n,), 0),
+        ((n, 3, 2), 0),
+        ((2, n, 3), 1),
+        ((3, 2, n), 2),
+        ((3, 2, n), -1),
+        ((2, n, 3), -2),
+    ]:
         x = random(rng, shape, dtype, cplx)
         spec = forward(x, axis, bc, placement)
         assert spec.shape[axis] == spectral_size(bc, placement, n, cplx)
         assert spec.dtype == (np.result_type(dtype, np.complex64) if bc == "PP" or cplx else dtype)
         xu = np.take(x, np.arange(m), axis=axis)
         # operator: backward(lambda * forward(x)) == A @ x
-        y = backward(spec * along(lam.astype(dtype), axis, x.ndim), axis, bc, placement, n,
-                     real_output=not cplx)
+        y = backward(
+            spec * along(lam.astype(dtype), axis, x.ndim),
+            axis,
+            bc,
+            placement,
+            n,
+            real_output=not cplx,
+        )
         assert y.dtype == x.dtype
         want = apply_dense(a, xu.astype(np.complex128 if cplx else np.float64), axis)
         assert_close(y, want, tol, scale=np.abs(a).max() * np.abs(x).max())
@@ -114,8 +124,7 @@ def test_operator_and_round_trips(
         # forward(backward(X)) == X, with X a valid spectrum
         big = random(rng, spec.shape, dtype, cplx or bc == "PP")
         if bc == "PP" and not cplx:
-            big = forward(backward(big, axis, bc, placement, n, real_output=True), axis, bc,
-                          placement)
+            big = forward(backward(big, axis, bc, placement, n, real_output=True), axis, bc, placement)
         back = backward(big, axis, bc, placement, n, real_output=not cplx)
         assert back.shape[axis] == m
         pad = [(0, 0)] * x.ndim
@@ -128,10 +137,14 @@ def test_operator_and_round_trips(
 def test_eigenvectors_closed_form(placement: str, bc: str, n: int) -> None:
     """forward == V^T x with V from the docstring table, and A V = V diag(lambda)."""
     rows = {
-        ("c", "NN"): (np.cos, 0.5, 0.0, 0.0), ("c", "DD"): (np.sin, 0.5, 1.0, 0.0),
-        ("c", "ND"): (np.cos, 0.5, 0.5, 0.0), ("c", "DN"): (np.sin, 0.5, 0.5, 0.0),
-        ("f", "NN"): (np.cos, 0.5, 0.0, 0.0), ("f", "DD"): (np.sin, 1.0, 1.0, 1.0),
-        ("f", "ND"): (np.cos, 0.5, 0.5, 0.5), ("f", "DN"): (np.sin, 1.0, 0.5, 0.5),
+        ("c", "NN"): (np.cos, 0.5, 0.0, 0.0),
+        ("c", "DD"): (np.sin, 0.5, 1.0, 0.0),
+        ("c", "ND"): (np.cos, 0.5, 0.5, 0.0),
+        ("c", "DN"): (np.sin, 0.5, 0.5, 0.0),
+        ("f", "NN"): (np.cos, 0.5, 0.0, 0.0),
+        ("f", "DD"): (np.sin, 1.0, 1.0, 1.0),
+        ("f", "ND"): (np.cos, 0.5, 0.5, 0.5),
+        ("f", "DN"): (np.sin, 1.0, 0.5, 0.5),
     }
     f, a_off, b_off, dlen = rows[placement, bc]
     m = n_unknowns(bc, placement, n)
@@ -148,14 +161,16 @@ def test_eigenvectors_closed_form(placement: str, bc: str, n: int) -> None:
 def test_matches_scipy(n: int) -> None:
     x = np.random.default_rng(2).standard_normal((3, n))
     ref = {
-        ("c", "NN"): scipy.fft.dct(x, type=2), ("c", "DD"): scipy.fft.dst(x, type=2),
-        ("c", "ND"): scipy.fft.dct(x, type=4), ("c", "DN"): scipy.fft.dst(x, type=4),
-        ("f", "NN"): scipy.fft.dct(x[:, :-1], type=2), ("f", "DD"): scipy.fft.dst(x[:, :-1], type=1),
+        ("c", "NN"): scipy.fft.dct(x, type=2),
+        ("c", "DD"): scipy.fft.dst(x, type=2),
+        ("c", "ND"): scipy.fft.dct(x, type=4),
+        ("c", "DN"): scipy.fft.dst(x, type=4),
+        ("f", "NN"): scipy.fft.dct(x[:, :-1], type=2),
+        ("f", "DD"): scipy.fft.dst(x[:, :-1], type=1),
     }
     for (placement, bc), want in ref.items():  # scipy's unnormalised r2r carry a factor 2
         assert_close(forward(x, -1, bc, placement), want / 2, 1e-12)
-        assert_close(backward(want, -1, bc, placement, n, real_output=True), 2 * x[:, : want.shape[1]],
-                     1e-12)
+        assert_close(backward(want, -1, bc, placement, n, real_output=True), 2 * x[:, : want.shape[1]], 1e-12)
 
 
 @pytest.mark.parametrize("n", NS)
@@ -189,9 +204,7 @@ def test_cupy_matches_numpy() -> None:
     if cupy_or_none() is None:
         pytest.skip("no CUDA device")
     rng = np.random.default_rng(4)
-    for (placement, bc, n), cplx, dtype in itertools.product(
-        CASES, (False, True), (np.float64, np.float32)
-    ):
+    for (placement, bc, n), cplx, dtype in itertools.product(CASES, (False, True), (np.float64, np.float32)):
         tol = TOL[dtype]
         m = n_unknowns(bc, placement, n)
         lam = eigenvalues(bc, placement, n, H, complex_input=cplx).astype(dtype)
@@ -203,8 +216,7 @@ def test_cupy_matches_numpy() -> None:
             assert_close(spec_d.get(), spec, tol, scale=np.abs(x).max() * n)
             lam_d = cupy.asarray(along(lam, axis, x.ndim))
             y_d = backward(spec_d * lam_d, axis, bc, placement, n, real_output=not cplx)
-            y = backward(spec * along(lam, axis, x.ndim), axis, bc, placement, n,
-                         real_output=not cplx)
+            y = backward(spec * along(lam, axis, x.ndim), axis, bc, placement, n, real_output=not cplx)
             assert y_d.dtype == y.dtype
             assert_close(y_d.get(), y, tol, scale=np.abs(x).max() * 4 / H**2)
             back = backward(spec_d, axis, bc, placement, n, real_output=not cplx).get()

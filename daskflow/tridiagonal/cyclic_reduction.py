@@ -20,6 +20,7 @@ import numpy as np
 
 from daskflow.backend import array_module, is_cupy_array
 from daskflow.tridiagonal import kernels
+from daskflow.tridiagonal.thomas import columns_view
 
 
 class ReducedChunk(NamedTuple):
@@ -77,7 +78,7 @@ def reduce(d, chunk: ReducedChunk):
     """
     xp = array_module(d)
     m = d.shape[0]
-    x = d.reshape(m, -1)
+    x = columns_view(d)
     real = x.real.dtype
     lower, upper, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.lower, chunk.upper, chunk.inv_b))
     if is_cupy_array(d):
@@ -99,7 +100,7 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
     """
     xp = array_module(d)
     m = d.shape[0]
-    x = d.reshape(m, -1)
+    x = columns_view(d)
     real = x.real.dtype
     x0 = xp.ascontiguousarray(first, dtype=x.dtype).reshape(-1)
     xl = xp.ascontiguousarray(last, dtype=x.dtype).reshape(-1)

@@ -24,13 +24,15 @@ from daskflow.stencils import Tridiagonal
 from daskflow.tridiagonal import kernels
 
 
-def _columns(x, xp):
-    """``x`` as an ``(m, ncols)`` C-contiguous array (a view when possible)."""
-    return xp.ascontiguousarray(x).reshape(x.shape[0], -1)
+def columns_view(x):
+    """``x`` viewed as ``(m, ncols)``; the solvers work in place, so it must be C-contiguous."""
+    if not x.flags.c_contiguous:
+        raise ValueError("the right-hand side must be C-contiguous (solved in place)")
+    return x.reshape(x.shape[0], -1)
 
 
 def solve_shifted(d, op: Tridiagonal, shift):
-    """Solve ``(lower, diag + shift, upper) x = d`` for every column; returns ``x`` (may reuse ``d``).
+    """Solve ``(lower, diag + shift, upper) x = d`` for every column, in place; returns ``d``.
 
     ``d`` has shape ``(m, *cols)``; ``op`` holds 1-D coefficients of length ``m``; ``shift`` is
     broadcastable to ``cols``. A periodic ``op`` is solved as a cyclic system (needs ``m >= 2``).
@@ -41,7 +43,7 @@ def solve_shifted(d, op: Tridiagonal, shift):
     cols_shape = d.shape[1:]
     shift = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(shift, dtype=real), cols_shape)).ravel()
     lower, diag, upper = (xp.asarray(c, dtype=real) for c in op[:3])
-    x = _columns(d, xp)
+    x = columns_view(d)
     ncols = x.shape[1]
     if is_cupy_array(d):
         cp = xp.empty((m, ncols), dtype=real)
@@ -52,9 +54,10 @@ def solve_shifted(d, op: Tridiagonal, shift):
         else:
             kernels.launch("thomas_shifted", x.dtype, ncols, x, cp, lower, diag, upper, shift,
                            np.int32(m), np.int64(ncols))
-        return x.reshape(d.shape)
+        return d
     bands = _shifted_bands(lower, diag, upper, shift)
-    return _solve_numpy(x, *bands, op.periodic).reshape(d.shape)
+    _solve_numpy(x, *bands, op.periodic)
+    return d
 
 
 def _shifted_bands(lower, diag, upper, shift):
@@ -66,10 +69,10 @@ def _shifted_bands(lower, diag, upper, shift):
     )
 
 
-def _thomas_numpy(d, lower, diag, upper):
-    """Plain (non-cyclic) Thomas on ``(m, ncols)`` arrays, vectorised over columns."""
+def _thomas_numpy(d, lower, diag, upper, x=None):
+    """Plain (non-cyclic) Thomas on ``(m, ncols)`` arrays, vectorised over columns, into ``x``."""
     m = d.shape[0]
-    x = np.empty_like(d)
+    x = np.empty_like(d) if x is None else x
     cp = np.empty(diag.shape, dtype=diag.dtype)
     inv = 1.0 / diag[0]
     cp[0] = upper[0] * inv
@@ -85,7 +88,7 @@ def _thomas_numpy(d, lower, diag, upper):
 
 def _solve_numpy(d, lower, diag, upper, periodic: bool):
     if not periodic:
-        return _thomas_numpy(d, lower, diag, upper)
+        return _thomas_numpy(d, lower, diag, upper, x=d)
     # Sherman–Morrison: A = T + u v^T with the corners moved into u v^T.
     alpha, beta = lower[0], upper[-1]  # row 0 -> column m-1, row m-1 -> column 0
     gamma = -diag[0]
@@ -94,10 +97,10 @@ def _solve_numpy(d, lower, diag, upper, periodic: bool):
     diag[-1] -= alpha * beta / gamma
     u = np.zeros(diag.shape, dtype=diag.dtype)
     u[0], u[-1] = gamma, beta
-    y = _thomas_numpy(d, lower, diag, upper)
+    y = _thomas_numpy(d, lower, diag, upper, x=d)
     z = _thomas_numpy(u, lower, diag, upper)
-    factor = (y[0] + alpha / gamma * y[-1]) / (1.0 + z[0] + alpha / gamma * z[-1])
-    return y - factor * z
+    y -= (y[0] + alpha / gamma * y[-1]) / (1.0 + z[0] + alpha / gamma * z[-1]) * z
+    return y
 
 
 @dataclass
@@ -145,7 +148,7 @@ class FactoredTridiagonal:
     def solve(self, d):
         """Solve for ``d`` of shape ``(m, *cols)`` matching the factorised columns."""
         xp = array_module(d)
-        x = _columns(d, xp).copy()
+        x = xp.ascontiguousarray(d).reshape(d.shape[0], -1).copy()
         real = x.real.dtype
         lower, inv_den, cp, zz, vlast = (xp.asarray(a, dtype=real) for a in
                                          (self.lower, self.inv_den, self.cp, self.zz, self.vlast))

@@ -1,0 +1,108 @@
+"""Pencil decompositions of a 3-D field and the pieces a transpose moves.
+
+Chunks are stored in memory order ``(z, y, x)`` (x contiguous, z slowest), the layout that makes
+the x and y transforms run on contiguous lines and the z sweeps coalesced. A decomposition
+``pencils = (py, pz)`` has three layouts, each a grid of ``py x pz`` chunks indexed ``(p, q)``:
+
+* ``x``-pencils (home): all x; y split in ``py``, z split in ``pz``.
+* ``y``-pencils: all y; spectral x split in ``py``, z split in ``pz`` (the x->y transpose exchanges
+  pieces inside each group of chunks with the same ``q``).
+* ``z``-pencils (FTM only): all z; spectral x split in ``py``, spectral y split in ``pz`` (the
+  y->z transpose exchanges inside each group with the same ``p``).
+
+Uneven splits follow ``numpy.array_split``: the first ``n % parts`` parts get one more point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def split_sizes(n: int, parts: int) -> tuple[int, ...]:
+    """Sizes of ``parts`` nearly equal pieces of ``n`` points (larger pieces first)."""
+    base, extra = divmod(n, parts)
+    return tuple(base + (i < extra) for i in range(parts))
+
+
+def split_slices(n: int, parts: int) -> tuple[slice, ...]:
+    """The index ranges of :func:`split_sizes` as slices."""
+    out, start = [], 0
+    for size in split_sizes(n, parts):
+        out.append(slice(start, start + size))
+        start += size
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """Chunk ranges of the three pencil layouts for stored shape ``(nx, ny, nz)``.
+
+    ``spectral = (nxs, nys)`` are the lengths of x and y after the forward transforms.
+    """
+
+    shape: tuple[int, int, int]
+    spectral: tuple[int, int]
+    pencils: tuple[int, int]
+
+    @property
+    def py(self) -> int:
+        return self.pencils[0]
+
+    @property
+    def pz(self) -> int:
+        return self.pencils[1]
+
+    @property
+    def indices(self) -> list[tuple[int, int]]:
+        return [(p, q) for p in range(self.py) for q in range(self.pz)]
+
+    @property
+    def y(self) -> tuple[slice, ...]:
+        """Physical y ranges of the x-pencils (index p)."""
+        return split_slices(self.shape[1], self.py)
+
+    @property
+    def z(self) -> tuple[slice, ...]:
+        """z ranges of x- and y-pencils (index q)."""
+        return split_slices(self.shape[2], self.pz)
+
+    @property
+    def xs(self) -> tuple[slice, ...]:
+        """Spectral x ranges of y- and z-pencils (index p)."""
+        return split_slices(self.spectral[0], self.py)
+
+    @property
+    def ys(self) -> tuple[slice, ...]:
+        """Spectral y ranges of z-pencils and of the reduced-system column slices (index q)."""
+        return split_slices(self.spectral[1], self.pz)
+
+    def check(self, method: str) -> None:
+        """Raise ``ValueError`` when a chunk of some layout would be empty (or too thin)."""
+        nx, ny, nz = self.shape
+        nxs, nys = self.spectral
+        py, pz = self.pencils
+        limits = {"py": (py, min(ny, nxs), "ny and the number of x modes"),
+                  "pz": (pz, min(nz, nys), "nz and the number of y modes")}
+        for name, (value, limit, what) in limits.items():
+            if value > limit:
+                raise ValueError(f"pencils: {name} = {value} exceeds {limit} (min of {what}); "
+                                 f"every chunk needs at least one point")
+        if method == "ptdma" and min(s.stop - s.start for s in self.z) < 2:
+            raise ValueError(
+                f"pencils: P-TDMA needs at least two z points per chunk; pz = {pz} splits nz = {nz} "
+                f"into {split_sizes(nz, pz)} (use method='ftm' or a smaller pz)"
+            )
+
+
+def cut(block, axis: int, piece: slice):
+    """The piece ``piece`` of ``block`` along memory ``axis`` (contiguous copy: it travels)."""
+    index = [slice(None)] * block.ndim
+    index[axis] = piece
+    return block[tuple(index)].copy()
+
+
+def assemble(pieces, axis: int):
+    """Concatenate pieces along memory ``axis`` into one contiguous chunk."""
+    from daskflow.backend import array_module
+
+    return array_module(pieces[0]).concatenate(pieces, axis=axis)

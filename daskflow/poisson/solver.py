@@ -1,0 +1,188 @@
+"""Public Poisson and Helmholtz solvers on NumPy and CuPy arrays.
+
+``PoissonSolver(grid, bc, stagger, method, pencils).solve(b)`` returns ``x`` with ``L x = b``;
+``HelmholtzSolver(..., alpha).solve(b)`` returns ``x`` with ``(I - alpha L) x = b``. ``L`` is the
+second-order staggered Laplacian of :mod:`daskflow.stencils` with homogeneous boundary conditions.
+
+Arrays have the logical shape ``(nx, ny, nz)``. Internally chunks are stored z-slowest/x-fastest,
+so the fastest input is Fortran-ordered (``b.T`` C-contiguous); results come back in that order.
+With an in-memory array, ``pencils = (py, pz)`` emulates the distributed decomposition inside the
+process, running exactly the stages a Dask cluster runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from daskflow.backend import array_module, is_cupy_array
+from daskflow.bc import Boundaries
+from daskflow.grid import Grid
+from daskflow.pencils.executor import LocalExecutor
+from daskflow.pencils.layout import assemble
+from daskflow.poisson import algorithms, stages
+from daskflow.poisson.plan import DTYPES, METHODS, SpectralPlan
+from daskflow.stencils import apply_along, control_widths, laplacian_1d
+
+DEVICES = (None, "cpu", "gpu")
+
+
+class _SpectralSolver:
+    def __init__(self, grid: Grid, bc, stagger: str, method: str, pencils, dtype, device: str | None,
+                 identity: float, scale: float) -> None:
+        if not isinstance(grid, Grid):
+            raise ValueError(f"grid must be a daskflow.Grid, got {type(grid).__name__}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if (not hasattr(pencils, "__len__") or len(pencils) != 2
+                or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in pencils)):
+            raise ValueError(f"pencils must be two positive integers (py, pz), got {pencils!r}")
+        if str(np.dtype(dtype)) not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        boundaries = Boundaries.parse(bc, stagger)
+        for axis, n in enumerate(grid.shape):
+            if boundaries.n_unknowns(axis, n) < 1 or (n < 2 and not boundaries.periodic(axis)):
+                raise ValueError(f"grid.shape[{axis}] = {n} is too small for bc {boundaries.bc[axis]!r} "
+                                 f"with stagger {boundaries.stagger[axis]!r}")
+        if grid.shape[2] < 2:
+            raise ValueError(f"grid.shape[2] = {grid.shape[2]}: the z direction needs at least 2 cells")
+        self.grid = grid
+        self.boundaries = boundaries
+        self.method = method
+        self.pencils = (int(pencils[0]), int(pencils[1]))
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype)
+        self._ptdma_cache: dict = {}
+
+    @property
+    def bc(self) -> tuple[str, str, str]:
+        return self.boundaries.bc
+
+    @property
+    def stagger(self) -> str:
+        return "".join(self.boundaries.stagger)
+
+    # ------------------------------------------------------------------ input checks
+
+    def _check(self, b: Any, name: str):
+        if not (isinstance(b, np.ndarray) or is_cupy_array(b)):
+            raise ValueError(f"{name} must be a NumPy or CuPy array, got {type(b).__name__}")
+        if tuple(b.shape) != self.grid.shape:
+            raise ValueError(f"{name} must have shape {self.grid.shape} (nx, ny, nz), got {tuple(b.shape)}")
+        if b.dtype != self.dtype:
+            raise ValueError(f"{name} must have dtype {self.dtype} (the solver's dtype), got {b.dtype}")
+        if self.device == "gpu" and not is_cupy_array(b):
+            raise ValueError(f"{name} is a NumPy array but the solver was built with device='gpu'")
+        if self.device == "cpu" and is_cupy_array(b):
+            raise ValueError(f"{name} is a CuPy array but the solver was built with device='cpu'")
+        return array_module(b)
+
+    # ------------------------------------------------------------------ solve
+
+    def solve(self, b):
+        """Solve for right-hand side ``b`` of shape ``(nx, ny, nz)``; same array type out.
+
+        For ``f`` placement on a bounded axis the last stored plane is the boundary face: ``b`` is
+        ignored there and the solution takes the boundary condition. For singular problems (no
+        Dirichlet end anywhere) the incompatible part of ``b`` (its weighted mean) is projected out
+        and the solution has zero weighted mean.
+        """
+        xp = self._check(b, "b")
+        a = b.T  # memory order (z, y, x)
+        dec = self.plan.decomposition
+        blocks = {(p, q): a[dec.z[q], dec.y[p], :] for p, q in dec.indices}
+        ex = LocalExecutor()
+        if self.method == "ftm":
+            out = algorithms.ftm(ex, self.plan, blocks)
+        else:
+            coefficients, factors = self._ptdma_coefficients(xp)
+            out = algorithms.ptdma(ex, self.plan, blocks, coefficients, factors)
+        if len(out) == 1:
+            return out[(0, 0)].T
+        rows = [assemble([out[(p, q)] for p in range(dec.py)], 1) for q in range(dec.pz)]
+        return assemble(rows, 0).T
+
+    def _ptdma_coefficients(self, xp):
+        """Algorithm-2 coefficients of every chunk and the reduced factorisations (cached)."""
+        dev = xp.cuda.Device().id if xp.__name__ == "cupy" else None
+        key = (xp.__name__, dev)
+        if key not in self._ptdma_cache:
+            dec = self.plan.decomposition
+            if dec.pz == 1:
+                self._ptdma_cache[key] = ({}, {})
+            else:
+                self._ptdma_cache[key] = (
+                    {k: stages.ptdma_setup(self.plan, k, xp) for k in dec.indices},
+                    {k: stages.reduced_factor(self.plan, k, xp) for k in dec.indices},
+                )
+        return self._ptdma_cache[key]
+
+    # ------------------------------------------------------------------ operator
+
+    def _unknowns(self) -> tuple[slice, slice, slice]:
+        return tuple(slice(0, self.boundaries.n_unknowns(ax, n)) for ax, n in enumerate(self.grid.shape))
+
+    def laplacian(self, x):
+        """``L x`` on the unknowns (zero on stored boundary faces)."""
+        xp = self._check(x, "x")
+        inner = self._unknowns()
+        u = x[inner]
+        out = xp.zeros_like(x)
+        total = xp.zeros_like(u)
+        for axis in range(3):
+            op = laplacian_1d(self.grid.widths(axis), self.bc[axis], self.stagger[axis])
+            total += apply_along(u, op, axis)
+        out[inner] = total
+        return out
+
+    def apply(self, x):
+        """The discrete operator of this solver applied to ``x`` (same array type; zero on stored
+        boundary faces)."""
+        out = self.plan.scale * self.laplacian(x)
+        if self.plan.identity:
+            inner = self._unknowns()
+            out[inner] += self.plan.identity * x[inner]
+        return out
+
+    def compatible(self, b):
+        """The part of ``b`` the solver satisfies exactly: boundary faces zeroed and, for singular
+        problems, the weighted mean removed (what ``apply(solve(b))`` returns)."""
+        xp = self._check(b, "b")
+        inner = self._unknowns()
+        out = xp.zeros_like(b)
+        u = b[inner]
+        if self.plan.singular:
+            w = [xp.asarray(control_widths(self.grid.widths(ax), self.bc[ax], self.stagger[ax]))
+                 for ax in range(3)]
+            weights = w[0][:, None, None] * w[1][None, :, None] * w[2][None, None, :]
+            u = u - (weights * u).sum() / weights.sum()
+        out[inner] = u
+        return out
+
+
+class PoissonSolver(_SpectralSolver):
+    """Solve ``L x = b`` by eigenfunction expansion in x and y and tridiagonal solves in z.
+
+    ``bc``: one two-letter string per axis from ``PP, NN, DD, ND, DN``; ``stagger``: ``c``/``f``
+    per axis; ``method``: ``"ptdma"`` or ``"ftm"``; ``pencils = (py, pz)``; ``dtype``: float64 or
+    float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input).
+    """
+
+    def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", method: str = "ptdma",
+                 pencils=(1, 1), dtype="float64", device: str | None = None) -> None:
+        super().__init__(grid, bc, stagger, method, pencils, dtype, device, identity=0.0, scale=1.0)
+
+
+class HelmholtzSolver(_SpectralSolver):
+    """Solve ``(I - alpha L) x = b`` (implicit diffusion); arguments as :class:`PoissonSolver`."""
+
+    def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", alpha: float = 1.0,
+                 method: str = "ptdma", pencils=(1, 1), dtype="float64", device: str | None = None) -> None:
+        if not (np.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+        self.alpha = float(alpha)
+        super().__init__(grid, bc, stagger, method, pencils, dtype, device, identity=1.0, scale=-float(alpha))

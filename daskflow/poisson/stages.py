@@ -1,0 +1,181 @@
+"""Per-chunk stages of the spectral solve: pure functions of a plan, a chunk index and arrays.
+
+Chunks are in memory order ``(z, y, x)``. The same functions run in-process
+(:class:`~daskflow.pencils.executor.LocalExecutor`) and as Dask tasks on CPU or GPU workers; the
+array module follows the chunk (NumPy or CuPy).
+"""
+
+from __future__ import annotations
+
+from daskflow import transforms, tridiagonal
+from daskflow.backend import array_module
+from daskflow.poisson.plan import SpectralPlan
+
+# ---------------------------------------------------------------- transforms along x and y
+
+
+def _with_boundary_face(a, axis: int, n: int, bc: str):
+    """Append the upper boundary point of a bounded ``f`` axis (D: zero, N: copy of the last)."""
+    if a.shape[axis] == n:
+        return a
+    xp = array_module(a)
+    last = xp.take(a, [a.shape[axis] - 1], axis=axis)
+    face = last if bc[1] == "N" else xp.zeros_like(last)
+    return xp.concatenate([a, face], axis=axis)
+
+
+def forward_x(plan: SpectralPlan, a):
+    bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
+    return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
+
+
+def forward_y(plan: SpectralPlan, a):
+    bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
+    return array_module(a).ascontiguousarray(transforms.forward(a, -2, bc, st))
+
+
+def backward_y(plan: SpectralPlan, a):
+    bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
+    ny = plan.grid.shape[1]
+    out = transforms.backward(a, -2, bc, st, ny, real_output=not plan.x_is_complex)
+    return _with_boundary_face(out, -2, ny, bc)
+
+
+def backward_x(plan: SpectralPlan, a):
+    bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
+    nx = plan.grid.shape[0]
+    out = transforms.backward(a, -1, bc, st, nx, real_output=True)
+    return _with_boundary_face(out, -1, nx, bc)
+
+
+def forward_xy(plan: SpectralPlan, a):
+    """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP)."""
+    if plan.boundaries.bc[:2] == ("PP", "PP"):
+        return array_module(a).fft.rfft2(a, axes=(-2, -1))
+    return forward_y(plan, forward_x(plan, a))
+
+
+def backward_xy(plan: SpectralPlan, a):
+    if plan.boundaries.bc[:2] == ("PP", "PP"):
+        nx, ny = plan.grid.shape[:2]
+        return array_module(a).fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
+    return backward_x(plan, backward_y(plan, a))
+
+
+# ---------------------------------------------------------------- z solves
+
+
+def _holds_singular_column(plan: SpectralPlan, p: int, ys: slice | None) -> bool:
+    dec = plan.decomposition
+    return plan.singular and dec.xs[p].start == 0 and (ys is None or ys.start == 0)
+
+
+def _fill_top_face(plan: SpectralPlan, block, m: int) -> None:
+    """Set the stored upper boundary face of a bounded ``f`` z axis (rows beyond the unknowns)."""
+    if m < block.shape[0]:
+        bc = plan.boundaries.bc[2]
+        block[m:] = block[m - 1] if bc[1] == "N" else 0
+
+
+def thomas(plan: SpectralPlan, key, block):
+    """FTM: solve the whole z column of z-pencil ``key = (p, q)`` (spectral ``(nz, ys_q, xs_p)``)."""
+    xp = array_module(block)
+    p, q = key
+    dec = plan.decomposition
+    m = plan.nz_unknowns
+    d = block[:m]
+    shift = plan.device("shift", xp, (dec.ys[q], dec.xs[p]))
+    singular = _holds_singular_column(plan, p, dec.ys[q])
+    raw = d[:, 0, 0].copy() if singular else None
+    tridiagonal.solve_shifted(d, _z_op(plan, xp), shift)
+    if singular:
+        d[:, 0, 0] = plan.device("singular_solution", xp) @ raw
+    _fill_top_face(plan, block, m)
+    return block
+
+
+def _z_op(plan: SpectralPlan, xp, rows: slice = slice(None)):
+    from daskflow.stencils import Tridiagonal
+
+    return Tridiagonal(*(plan.device(n, xp, rows) for n in ("lower", "diag", "upper")), plan.z_op.periodic)
+
+
+def ptdma_setup(plan: SpectralPlan, key, xp, columns: slice = slice(None)) -> tridiagonal.ReducedChunk:
+    """Algorithm-2 coefficients of y-pencil ``key = (p, q)`` (restricted to spectral-y ``columns``)."""
+    p, q = key
+    rows = plan.z_rows(q)
+    op = _z_op(plan, xp, rows)
+    shift = plan.device("shift", xp, (columns, plan.decomposition.xs[p]))
+    chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, shift)
+    real = plan.real_dtype
+    return tridiagonal.ReducedChunk(*(v.astype(real, copy=False) for v in chunk))
+
+
+def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk):
+    """P-TDMA step 4 on y-pencil ``key``: local reduction in place.
+
+    Returns ``(block, boundary_rows, singular_rhs)``: the rows that leave the chunk, shape
+    ``(1 or 2, nys, nxs_p)``, and the raw right-hand side of the singular column (or ``None``).
+    """
+    m = chunk.a.shape[0]
+    d = block[:m]
+    raw = d[:, 0, 0].copy() if _holds_singular_column(plan, key[0], None) else None
+    rows = tridiagonal.reduce(d, chunk)
+    return block, rows, raw
+
+
+def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagonal:
+    """Factorised reduced systems of column slice ``key = (p, s)`` (spectral y ``ys[s]``, x ``xs[p]``).
+
+    Each reduced task recomputes the boundary coefficients of all ``pz`` chunks for its own
+    columns — cheap, and no coefficient ever travels.
+    """
+    p, s = key
+    dec = plan.decomposition
+    chunks = [ptdma_setup(plan, (p, q), xp, dec.ys[s]) for q in range(dec.pz)]
+    lower, diag, upper = tridiagonal.reduced_system(chunks)
+    return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, plan.z_op.periodic)
+
+
+def reduced_solve(plan: SpectralPlan, key, factor, pieces):
+    """Solve the reduced systems of slice ``key = (p, s)`` from every chunk's boundary rows.
+
+    ``pieces`` lists, in z order, ``(rows, singular_rhs)`` cut for this slice. Returns
+    ``(solution_rows, singular_solution)``; the latter is the whole singular column or ``None``.
+    """
+    xp = array_module(pieces[0][0])
+    x = factor.solve(xp.concatenate([rows for rows, _ in pieces]))
+    full = None
+    if _holds_singular_column(plan, key[0], plan.decomposition.ys[key[1]]):
+        full = plan.device("singular_solution", xp) @ xp.concatenate([raw for _, raw in pieces])
+        offset = 0
+        for q in range(plan.decomposition.pz):
+            rows = plan.z_rows(q)
+            count = 1 if rows.stop - rows.start == 1 else 2
+            x[offset, 0, 0] = full[rows.start]
+            x[offset + count - 1, 0, 0] = full[rows.stop - 1]
+            offset += count
+    return x, full
+
+
+def reduced_rows_of(plan: SpectralPlan, q: int) -> slice:
+    """Rows of z-chunk ``q`` in the stacked reduced system."""
+    counts = [1 if (r := plan.z_rows(i)).stop - r.start == 1 else 2 for i in range(q + 1)]
+    return slice(sum(counts[:-1]), sum(counts))
+
+
+def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
+    """P-TDMA step 6: rebuild y-pencil ``key = (p, q)`` from its solved boundary rows.
+
+    ``pieces`` lists, over slices ``s``, ``(rows, singular_piece)``: rows ``(1 or 2, ys_s, xs_p)``.
+    """
+    xp = array_module(pieces[0][0])
+    block = reduced_out[0]
+    rows = xp.concatenate([r for r, _ in pieces], axis=1)
+    m = chunk.a.shape[0]
+    tridiagonal.reconstruct(block[:m], rows[0], rows[-1], chunk)
+    for _, singular in pieces:
+        if singular is not None:
+            block[:m, 0, 0] = singular
+    _fill_top_face(plan, block, m)
+    return block

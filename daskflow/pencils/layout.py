@@ -73,8 +73,17 @@ class Decomposition:
 
     @property
     def ys(self) -> tuple[slice, ...]:
-        """Spectral y ranges of z-pencils and of the reduced-system column slices (index q)."""
+        """Spectral y ranges of z-pencils (index q)."""
         return split_slices(self.spectral[1], self.pz)
+
+    @property
+    def reduced(self) -> tuple[slice, ...]:
+        """Spectral y ranges of the P-TDMA reduced-system tasks of each x group (index s): ``pz``
+        slices, or one per y mode when there are fewer modes than ``pz``."""
+        return split_slices(self.spectral[1], min(self.pz, self.spectral[1]))
+
+    def reduced_indices(self) -> list[tuple[int, int]]:
+        return [(p, s) for p in range(self.py) for s in range(len(self.reduced))]
 
     def check(self, method: str) -> None:
         """Raise ``ValueError`` when a chunk of some layout would be empty (or too thin)."""
@@ -82,7 +91,8 @@ class Decomposition:
         nxs, nys = self.spectral
         py, pz = self.pencils
         limits = {"py": (py, min(ny, nxs), "ny and the number of x modes"),
-                  "pz": (pz, min(nz, nys), "nz and the number of y modes")}
+                  "pz": (pz, min(nz, nys) if method == "ftm" else nz,
+                         "nz and the number of y modes" if method == "ftm" else "nz")}
         for name, (value, limit, what) in limits.items():
             if value > limit:
                 raise ValueError(f"pencils: {name} = {value} exceeds {limit} (min of {what}); "

@@ -73,7 +73,8 @@ def ftm(ex, plan: SpectralPlan, blocks: dict) -> dict:
 
 def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict) -> dict:
     """Parallel tridiagonal method; ``coefficients[(p, q)]`` are the chunks' Algorithm-2 arrays
-    (:func:`stages.ptdma_setup`) and ``factors[(p, s)]`` the factorised reduced systems
+    (:func:`stages.ptdma_setup`) and ``factors[(p, s)]`` the factorised reduced systems of the
+    column slices ``decomposition.reduced``
     (:func:`stages.reduced_factor`), both computed once where they are used."""
     dec = plan.decomposition
     keys = dec.indices
@@ -85,10 +86,10 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
 
     def cut_rows(src, out, dst):
         _, rows, raw = out
-        return rows[:, dec.ys[dst[1]]].copy(), (raw if dst[1] == 0 else None)
+        return rows[:, dec.reduced[dst[1]]].copy(), (raw if dst[1] == 0 else None)
 
     boundary = ex.exchange(
-        reduced, keys, lambda d: [(d[0], q) for q in range(dec.pz)], cut_rows,
+        reduced, dec.reduced_indices(), lambda d: [(d[0], q) for q in range(dec.pz)], cut_rows,
         lambda d, pieces: stages.reduced_solve(plan, d, factors[d], pieces),
     )
 
@@ -98,7 +99,7 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
         return x[stages.reduced_rows_of(plan, dst[1])].copy(), singular
 
     solved = ex.exchange(
-        boundary, keys, lambda d: [(d[0], s) for s in range(dec.pz)], cut_solution,
+        boundary, keys, lambda d: [(d[0], s) for s in range(len(dec.reduced))], cut_solution,
         lambda d, pieces: pieces,
     )
     spec = ex.map(

@@ -117,7 +117,7 @@ class _SpectralSolver:
             else:
                 self._ptdma_cache[key] = (
                     {k: stages.ptdma_setup(self.plan, k, xp) for k in dec.indices},
-                    {k: stages.reduced_factor(self.plan, k, xp) for k in dec.indices},
+                    {k: stages.reduced_factor(self.plan, k, xp) for k in dec.reduced_indices()},
                 )
         return self._ptdma_cache[key]
 

@@ -51,7 +51,8 @@ def backward_x(plan: SpectralPlan, a):
 def forward_xy(plan: SpectralPlan, a):
     """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP)."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
-        return array_module(a).fft.rfft2(a, axes=(-2, -1))
+        xp = array_module(a)
+        return xp.ascontiguousarray(xp.fft.rfft2(a, axes=(-2, -1)))
     return forward_y(plan, forward_x(plan, a))
 
 
@@ -132,7 +133,7 @@ def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagon
     """
     p, s = key
     dec = plan.decomposition
-    chunks = [ptdma_setup(plan, (p, q), xp, dec.ys[s]) for q in range(dec.pz)]
+    chunks = [ptdma_setup(plan, (p, q), xp, dec.reduced[s]) for q in range(dec.pz)]
     lower, diag, upper = tridiagonal.reduced_system(chunks)
     return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, plan.z_op.periodic)
 
@@ -146,7 +147,7 @@ def reduced_solve(plan: SpectralPlan, key, factor, pieces):
     xp = array_module(pieces[0][0])
     x = factor.solve(xp.concatenate([rows for rows, _ in pieces]))
     full = None
-    if _holds_singular_column(plan, key[0], plan.decomposition.ys[key[1]]):
+    if _holds_singular_column(plan, key[0], plan.decomposition.reduced[key[1]]):
         full = plan.device("singular_solution", xp) @ xp.concatenate([raw for _, raw in pieces])
         offset = 0
         for q in range(plan.decomposition.pz):

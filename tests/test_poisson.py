@@ -1,0 +1,151 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from daskflow import Grid, HelmholtzSolver, PoissonSolver
+from daskflow.bc import BC_PAIRS
+
+ALL_TRIPLES = list(itertools.product(BC_PAIRS, repeat=3))
+GRID = Grid((8, 6, 10), (1.3, 2.0, 2.0), z_stretch=1.8)
+
+
+def _rhs(grid, rng, dtype=np.float64):
+    return np.asfortranarray(rng.standard_normal(grid.shape)).astype(dtype, order="F")
+
+
+def _residual(solver, b):
+    x = solver.solve(b)
+    target = solver.compatible(b)
+    return np.linalg.norm(solver.apply(x) - target) / np.linalg.norm(target), x
+
+
+@pytest.mark.parametrize("bc", ALL_TRIPLES, ids=["-".join(t) for t in ALL_TRIPLES])
+def test_poisson_residual_all_bc_triples_stretched(bc, rng):
+    b = _rhs(GRID, rng)
+    solver = PoissonSolver(GRID, bc, "ccc", method="ptdma", pencils=(2, 3))
+    res, x = _residual(solver, b)
+    assert res <= 1e-11
+    reference = PoissonSolver(GRID, bc, "ccc", method="ftm").solve(b)
+    np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * np.abs(reference).max())
+
+
+STAGGERED = [(axis, pair) for axis in range(3) for pair in BC_PAIRS]
+
+
+@pytest.mark.parametrize("axis, pair", STAGGERED)
+@pytest.mark.parametrize("method, pencils", [("ptdma", (1, 1)), ("ptdma", (2, 3)), ("ftm", (3, 2))])
+def test_face_placement_on_each_axis_and_bc(axis, pair, method, pencils, rng):
+    bc = ["PP", "NN", "DD"]
+    bc[axis] = pair
+    stagger = "".join("f" if a == axis else "c" for a in range(3))
+    b = _rhs(GRID, rng)
+    for solver in (PoissonSolver(GRID, bc, stagger, method, pencils),
+                   HelmholtzSolver(GRID, bc, stagger, alpha=0.05, method=method, pencils=pencils)):
+        res, x = _residual(solver, b)
+        assert res <= 1e-11
+        if pair != "PP":  # the stored boundary face follows the boundary condition
+            top = np.take(x, -1, axis=axis)
+            below = np.take(x, -2, axis=axis)
+            np.testing.assert_array_equal(top, below if pair[1] == "N" else 0 * top)
+
+
+@pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("NN", "DD", "DN"), ("DN", "ND", "PP")])
+def test_float32_residual(bc, rng):
+    b = _rhs(GRID, rng, np.float32)
+    for method, pencils in [("ptdma", (1, 1)), ("ptdma", (2, 2)), ("ftm", (2, 2))]:
+        solver = PoissonSolver(GRID, bc, "ccc", method, pencils, dtype="float32")
+        res, x = _residual(solver, b)
+        assert x.dtype == np.float32
+        assert res <= 1e-4
+
+
+DECOMPOSITIONS = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 2), (1, 4), (1, 8), (4, 4)]
+
+
+@pytest.mark.parametrize("pencils", DECOMPOSITIONS)
+@pytest.mark.parametrize(
+    "bc", [("PP", "PP", "NN"), ("NN", "DN", "DD"), ("DD", "PP", "PP"), ("ND", "NN", "ND")]
+)
+def test_ftm_and_ptdma_emulation_agree_with_thomas(pencils, bc, rng):
+    grid = Grid((9, 8, 16), (2.0, 1.0, 2.0), z_stretch=2.2)  # odd nx: uneven splits
+    b = _rhs(grid, rng)
+    reference = PoissonSolver(grid, bc, "ccc", "ftm", (1, 1)).solve(b)
+    scale = np.abs(reference).max()
+    x = PoissonSolver(grid, bc, "ccc", "ptdma", pencils).solve(b)
+    np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * scale)
+    y_modes = 5 if bc[:2] == ("DD", "PP") else 8  # a real FFT along y halves the modes
+    if pencils[1] > y_modes:  # FTM's z-pencils split the y modes
+        with pytest.raises(ValueError, match="pencils: pz"):
+            PoissonSolver(grid, bc, "ccc", "ftm", pencils)
+    else:
+        x = PoissonSolver(grid, bc, "ccc", "ftm", pencils).solve(b)
+        np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * scale)
+
+
+def test_two_z_points_per_chunk_with_face_placement(rng):
+    grid = Grid((6, 4, 8), (1.0, 1.0, 1.0), z_stretch=1.5)
+    b = _rhs(grid, rng)
+    for bc in [("PP", "PP", "DD"), ("NN", "PP", "NN"), ("PP", "DD", "PP")]:
+        ref = PoissonSolver(grid, bc, "ccf", "ftm").solve(b)
+        x = PoissonSolver(grid, bc, "ccf", "ptdma", (1, 4)).solve(b)
+        np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+def test_singular_solution_has_zero_weighted_mean_and_projects_rhs(rng):
+    b = _rhs(GRID, rng) + 3.0  # far from compatible
+    solver = PoissonSolver(GRID, ("PP", "NN", "NN"), "ccc", pencils=(2, 2))
+    x = solver.solve(b)
+    weights = GRID.dzf[None, None, :] * np.ones(GRID.shape)
+    assert abs((weights * x).sum()) <= 1e-12 * np.abs(x).sum()
+    compat = solver.compatible(b)
+    assert abs((weights * compat).sum()) <= 1e-12 * np.abs(b).sum()
+    np.testing.assert_allclose(solver.apply(x), compat, atol=1e-11 * np.abs(b).max())
+
+
+def test_helmholtz_is_identity_minus_alpha_laplacian(rng):
+    x = _rhs(GRID, rng)
+    h = HelmholtzSolver(GRID, ("PP", "DD", "NN"), alpha=0.7)
+    p = PoissonSolver(GRID, ("PP", "DD", "NN"))
+    np.testing.assert_allclose(h.apply(x), x - 0.7 * p.apply(x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(h.solve(h.apply(x)), x, rtol=1e-11, atol=1e-11)
+
+
+def test_c_ordered_input_gives_the_same_answer(rng):
+    b = _rhs(GRID, rng)
+    s = PoissonSolver(GRID, ("PP", "PP", "DD"))
+    np.testing.assert_allclose(s.solve(np.ascontiguousarray(b)), s.solve(b), rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"bc": ("PN", "PP", "NN")}, "bc for axis x"),
+        ({"bc": ("PP", "QQ", "NN")}, "bc for axis y"),
+        ({"bc": ("PP", "PP")}, "bc must be three"),
+        ({"stagger": "cc"}, "stagger"),
+        ({"method": "cg"}, "method"),
+        ({"pencils": (0, 1)}, "pencils"),
+        ({"pencils": (1, 6)}, "P-TDMA needs at least two z points"),
+        ({"pencils": (9, 1)}, "pencils: py"),
+        ({"dtype": "int32"}, "dtype"),
+        ({"device": "tpu"}, "device"),
+    ],
+)
+def test_bad_solver_arguments_raise_value_error_naming_them(kwargs, word):
+    args = {"bc": ("PP", "PP", "NN"), **kwargs}
+    with pytest.raises(ValueError, match=word):
+        PoissonSolver(GRID, **args)
+
+
+def test_bad_rhs_raises_value_error(rng):
+    s = PoissonSolver(GRID, device="cpu")
+    with pytest.raises(ValueError, match="shape"):
+        s.solve(np.zeros((8, 6, 9)))
+    with pytest.raises(ValueError, match="dtype"):
+        s.solve(np.zeros(GRID.shape, dtype=np.float32))
+    with pytest.raises(ValueError, match="NumPy or CuPy"):
+        s.solve([[0.0]])
+    with pytest.raises(ValueError, match="alpha"):
+        HelmholtzSolver(GRID, alpha=-1.0)
+    assert PoissonSolver(GRID, pencils=(1, 6), method="ftm").solve(_rhs(GRID, rng)).shape == GRID.shape

@@ -1,0 +1,132 @@
+import numpy as np
+import pytest
+
+from daskflow import tridiagonal
+from daskflow.stencils import Tridiagonal, dense
+from daskflow.tridiagonal import FactoredTridiagonal, solve_shifted
+
+
+def _random_op(rng, m, periodic):
+    lower, upper = rng.uniform(0.2, 1.0, m), rng.uniform(0.2, 1.0, m)
+    diag = -(lower + upper) - rng.uniform(0.1, 1.0, m)  # diagonally dominant
+    if not periodic:
+        lower[0] = upper[-1] = 0.0
+    return Tridiagonal(lower, diag, upper, periodic)
+
+
+def _rhs(rng, shape, kind):
+    d = rng.standard_normal(shape)
+    return d + 1j * rng.standard_normal(shape) if kind == "complex" else d
+
+
+def _dense_solve(op, shift, d):
+    cols = d.reshape(d.shape[0], -1)
+    out = np.empty_like(cols)
+    for j, s in enumerate(np.ravel(shift)):
+        out[:, j] = np.linalg.solve(dense(op) + s * np.eye(op.diag.size), cols[:, j])
+    return out.reshape(d.shape)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("m", [2, 3, 17])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_solve_shifted_matches_dense(rng, periodic, m, kind):
+    op = _random_op(rng, m, periodic)
+    shift = -rng.uniform(0, 3, (3, 4))
+    d = _rhs(rng, (m, 3, 4), kind)
+    expected = _dense_solve(op, shift, d)
+    x = solve_shifted(d.copy(), op, shift)
+    np.testing.assert_allclose(x, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_solve_shifted_float32(rng):
+    op = _random_op(rng, 12, False)
+    d = rng.standard_normal((12, 5)).astype(np.float32)
+    x = solve_shifted(d.copy(), op, np.zeros(5))
+    np.testing.assert_allclose(x, _dense_solve(op, np.zeros(5), d.astype(float)), rtol=1e-4, atol=1e-5)
+    assert x.dtype == np.float32
+
+
+def test_solve_shifted_refuses_non_contiguous(rng):
+    op = _random_op(rng, 4, False)
+    with pytest.raises(ValueError, match="contiguous"):
+        solve_shifted(rng.standard_normal((4, 6))[:, ::2], op, 0.0)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_factored_matches_dense_per_column(rng, periodic):
+    m, ncols = 9, 6
+    lower, upper = rng.uniform(0.2, 1, (m, ncols)), rng.uniform(0.2, 1, (m, ncols))
+    diag = -(lower + upper) - 0.5
+    factor = FactoredTridiagonal.factor(lower, diag, upper, periodic)
+    d = _rhs(rng, (m, ncols), "complex")
+    x = factor.solve(d)
+    for j in range(ncols):
+        op = Tridiagonal(lower[:, j], diag[:, j], upper[:, j], periodic)
+        if not periodic:
+            op = op._replace(lower=np.r_[0, lower[1:, j]], upper=np.r_[upper[:-1, j], 0])
+        np.testing.assert_allclose(dense(op) @ x[:, j], d[:, j], rtol=1e-12, atol=1e-12)
+
+
+def _chunked_solve(op, shift, d, sizes):
+    """Split rows into chunks of ``sizes``, reduce, solve the reduced system, reconstruct."""
+    starts = np.cumsum([0, *sizes])
+    bounds = list(zip(starts[:-1], starts[1:], strict=True))
+    chunks = [tridiagonal.precompute(op.lower[a:b], op.diag[a:b], op.upper[a:b], shift) for a, b in bounds]
+    d = d.copy()
+    rows = [tridiagonal.reduce(d[a:b], ch) for ch, (a, b) in zip(chunks, bounds, strict=True)]
+    reduced = FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), op.periodic)
+    x = reduced.solve(np.concatenate(rows))
+    i = 0
+    for ch, (a, b) in zip(chunks, bounds, strict=True):
+        n = 1 if b - a == 1 else 2
+        tridiagonal.reconstruct(d[a:b], x[i], x[i + n - 1], ch)
+        i += n
+    return d
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize(
+    "sizes", [[16], [8, 8], [2] * 8, [3, 2, 5, 1, 2, 3], [5, 11], [4, 4, 4, 4]]
+)
+def test_parallel_tridiagonal_equals_thomas(rng, periodic, sizes):
+    m = sum(sizes)
+    op = _random_op(rng, m, periodic)
+    shift = -rng.uniform(0, 2, 7)
+    d = _rhs(rng, (m, 7), "complex")
+    thomas = solve_shifted(d.copy(), op, shift)
+    np.testing.assert_allclose(_chunked_solve(op, shift, d, sizes), thomas, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 9])
+def test_algorithm_2_reduces_like_algorithm_1(rng, m):
+    op = _random_op(rng, m, True)  # keep both outer couplings
+    shift = -rng.uniform(0, 2, 5)
+    d = rng.standard_normal((m, 5))
+    chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, shift)
+    d2 = d.copy()
+    tridiagonal.reduce(d2, chunk)
+    full = lambda v: np.repeat(v[:, None], 5, axis=1)  # noqa: E731
+    a1, c1, d1 = tridiagonal.reduce_reference(full(op.lower), full(op.diag) + shift, full(op.upper), d)
+    b2 = 1.0 / chunk.inv_b
+    # Algorithm 2 keeps b; Algorithm 1 normalises every row to a unit diagonal.
+    np.testing.assert_allclose(chunk.a / b2, a1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(chunk.c / b2, c1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(d2 / b2, d1, rtol=1e-12, atol=1e-14)
+
+
+def test_reduced_rows_are_the_boundary_equations(rng):
+    """Rows 0 and m-1 after reduction involve only the neighbours' and the own boundary unknowns."""
+    m, ncols = 6, 3
+    op = _random_op(rng, m, True)
+    shift = np.zeros(ncols)
+    x = rng.standard_normal((m + 2, ncols))  # with one unknown on each side of the chunk
+    full = np.zeros((m, m + 2))
+    for k in range(m):
+        full[k, k : k + 3] = op.lower[k], op.diag[k], op.upper[k]
+    d = full @ x
+    chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, shift)
+    rows = tridiagonal.reduce(d.copy(), chunk)
+    lo, dg, up = chunk.boundary_lower, chunk.boundary_diag, chunk.boundary_upper
+    np.testing.assert_allclose(lo[0] * x[0] + dg[0] * x[1] + up[0] * x[m], rows[0], rtol=1e-12)
+    np.testing.assert_allclose(lo[1] * x[1] + dg[1] * x[m] + up[1] * x[m + 1], rows[1], rtol=1e-12)

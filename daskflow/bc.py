@@ -7,12 +7,15 @@ every legal pair, so one list serves all three axes.
 
 A placement per axis is ``c`` (unknowns at cell centres, boundaries half a cell away on the
 faces) or ``f`` (unknowns on faces, the boundary on a point). For ``f`` on a bounded axis the last
-stored point is the upper boundary face, not an unknown.
+stored point is the upper boundary face: a boundary value, except for a Neumann end along z, where
+the second-order closure makes it an unknown (see :mod:`daskflow.stencils`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from daskflow import stencils
 
 AXES = ("x", "y", "z")
 BC_PAIRS = ("PP", "NN", "DD", "ND", "DN")
@@ -57,9 +60,23 @@ class Boundaries:
     def periodic(self, axis: int) -> bool:
         return self.bc[axis] == "PP"
 
+    @staticmethod
+    def face_neumann(axis: int) -> str:
+        """Neumann closure for face unknowns: the seed's copy along x and y (what the fast
+        transforms diagonalise), second order along z."""
+        return "second_order" if axis == 2 else "copy"
+
     def n_unknowns(self, axis: int, n: int) -> int:
-        """Unknowns along ``axis`` with ``n`` stored points (one fewer for ``f`` on a bounded axis)."""
-        return n - 1 if (self.stagger[axis] == "f" and not self.periodic(axis)) else n
+        """Unknowns along ``axis`` with ``n`` stored points."""
+        return stencils.n_unknowns(n, self.bc[axis], self.stagger[axis], self.face_neumann(axis))
+
+    def laplacian_1d(self, axis: int, widths):
+        """The 1-D Laplacian along ``axis`` with this axis's BC, placement and closure."""
+        return stencils.laplacian_1d(widths, self.bc[axis], self.stagger[axis], self.face_neumann(axis))
+
+    def control_widths(self, axis: int, widths):
+        """Volume weights of the unknowns along ``axis``."""
+        return stencils.control_widths(widths, self.bc[axis], self.stagger[axis], self.face_neumann(axis))
 
     @property
     def singular(self) -> bool:

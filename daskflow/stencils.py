@@ -2,10 +2,20 @@
 
 For ``m`` unknowns along an axis, ``lower[k]``, ``diag[k]``, ``upper[k]`` multiply unknowns
 ``k - 1``, ``k``, ``k + 1`` (units 1/length^2). Homogeneous boundary conditions are folded into the
-boundary rows through ghost points: Neumann copies the neighbour, Dirichlet mirrors it with the
-opposite sign (placement ``c``) or pins the boundary face to zero (placement ``f``). For a periodic
-axis ``lower[0]`` couples to unknown ``m - 1`` and ``upper[m - 1]`` to unknown 0; otherwise both are
-zero. These are the coefficients of DESIGN.md §2 and the seed code.
+boundary rows through ghost points: for placement ``c`` Neumann copies the neighbour and Dirichlet
+mirrors it with the opposite sign; for placement ``f`` Dirichlet pins the boundary face to zero.
+For a periodic axis ``lower[0]`` couples to unknown ``m - 1`` and ``upper[m - 1]`` to unknown 0;
+otherwise both are zero. These are the coefficients of DESIGN.md §2 and the seed code.
+
+Neumann on a face-placed unknown (placement ``f``) has two closures:
+
+* ``"copy"`` (the seed code's, used along x and y): the boundary face copies its neighbour. The
+  operator stays symmetric, so the fast sine/cosine transforms diagonalise it, but the closure is
+  only first-order accurate.
+* ``"second_order"`` (used along z, where any tridiagonal matrix is solvable): at the upper end
+  the stored boundary face is an unknown with a mirror ghost (half control volume); at the lower
+  end (face 0 is not stored) a quadratic with zero slope at the wall eliminates face 0 from the
+  first row. Both keep second-order accuracy on stretched grids.
 """
 
 from __future__ import annotations
@@ -26,11 +36,24 @@ class Tridiagonal(NamedTuple):
     periodic: bool
 
 
-def laplacian_1d(widths: np.ndarray, bc: str, placement: str) -> Tridiagonal:
+FACE_NEUMANN = ("copy", "second_order")
+
+
+def n_unknowns(n: int, bc: str, placement: str, face_neumann: str = "copy") -> int:
+    """Unknowns along an axis with ``n`` stored points (the last face is a boundary value unless
+    the axis is periodic, or Neumann with the second-order closure)."""
+    if placement == "c" or bc == "PP" or (face_neumann == "second_order" and bc[1] == "N"):
+        return n
+    return n - 1
+
+
+def laplacian_1d(widths: np.ndarray, bc: str, placement: str, face_neumann: str = "copy") -> Tridiagonal:
     """Second-difference operator along one axis with cell ``widths`` (length n, stretched or not)."""
     h = np.asarray(widths, dtype=np.float64)
     n = h.size
     periodic = bc == "PP"
+    if placement == "f" and not periodic and face_neumann == "second_order" and "N" in bc:
+        return _face_laplacian_second_order(h, bc)
     if placement == "c":
         # Centre-to-centre distances below/above each cell; a wall mirrors the boundary cell.
         below = 0.5 * (np.roll(h, 1) + h)
@@ -55,13 +78,38 @@ def laplacian_1d(widths: np.ndarray, bc: str, placement: str) -> Tridiagonal:
     return Tridiagonal(lower, diag, upper, periodic)
 
 
-def control_widths(widths: np.ndarray, bc: str, placement: str) -> np.ndarray:
+def _face_laplacian_second_order(h: np.ndarray, bc: str) -> Tridiagonal:
+    """Face placement, bounded, with at least one Neumann end under the second-order closure."""
+    op = laplacian_1d(h, bc[0] + "D", "f")  # interior rows and the lower end (Neumann fixed below)
+    lower, diag, upper = op.lower, op.diag, op.upper
+    if bc[0] == "N":
+        # face 0 = u1 - h1^2 (u2 - u1) / D from u(z) = A + B z^2: the row becomes k (u2 - u1).
+        h1, h2 = h[0], h[1]
+        a0 = 1.0 / (h1 * 0.5 * (h1 + h2))
+        k = upper[0] - a0 * h1**2 / ((h1 + h2) ** 2 - h1**2)
+        diag[0], upper[0] = -k, k
+    if bc[1] == "N":  # face n joins the unknowns, with a mirror ghost and half a control volume
+        upper[-1] = 1.0 / (h[-1] * 0.5 * (h[-2] + h[-1]))  # face n-1 now couples to face n
+        last = 2.0 / h[-1] ** 2
+        lower, diag, upper = np.append(lower, last), np.append(diag, -last), np.append(upper, 0.0)
+    return Tridiagonal(lower, diag, upper, False)
+
+
+def control_widths(widths: np.ndarray, bc: str, placement: str, face_neumann: str = "copy") -> np.ndarray:
     """Length each unknown represents (its 1-D volume weight), for weighted means."""
     h = np.asarray(widths, dtype=np.float64)
     if placement == "c":
         return h.copy()
     width = 0.5 * (h + np.roll(h, -1))
-    return width if bc == "PP" else width[:-1]
+    if bc == "PP":
+        return width
+    width = width[:-1]
+    if face_neumann == "second_order":
+        if bc[0] == "N":
+            width[0] += 0.5 * h[0]
+        if bc[1] == "N":
+            width = np.append(width, 0.5 * h[-1])
+    return width
 
 
 def dense(op: Tridiagonal) -> np.ndarray:

@@ -44,7 +44,7 @@ def test_face_placement_on_each_axis_and_bc(axis, pair, method, pencils, rng):
                    HelmholtzSolver(GRID, bc, stagger, alpha=0.05, method=method, pencils=pencils)):
         res, x = _residual(solver, b)
         assert res <= 1e-11
-        if pair != "PP":  # the stored boundary face follows the boundary condition
+        if pair != "PP" and not (axis == 2 and pair[1] == "N"):  # a boundary value, not an unknown
             top = np.take(x, -1, axis=axis)
             below = np.take(x, -2, axis=axis)
             np.testing.assert_array_equal(top, below if pair[1] == "N" else 0 * top)

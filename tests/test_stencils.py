@@ -92,3 +92,19 @@ def test_boundaries_parse_errors_name_the_argument():
         Boundaries.parse(("PP", "PP", "NN"), "cc")
     with pytest.raises(ValueError, match="stagger"):
         Boundaries.parse(("PP", "PP", "NN"), "ccx")
+
+
+@pytest.mark.parametrize("bc", ["NN", "ND", "DN"])
+def test_second_order_face_neumann_is_exact_for_wall_quadratics(bc):
+    """The z closure reproduces u'' exactly for u = (z - wall)^2 at every Neumann wall."""
+    zf = Grid((2, 2, 12), (1, 1, 2.0), z_stretch=2.0).zf
+    op = laplacian_1d(np.diff(zf), bc, "f", face_neumann="second_order")
+    m = op.diag.size
+    assert m == (12 if bc[1] == "N" else 11)
+    z = zf[1 : m + 1]
+    for end, wall in ((0, 0.0), (1, 2.0)):
+        if bc[end] != "N":
+            continue
+        row = 0 if end == 0 else m - 1
+        lap = dense(op) @ (z - wall) ** 2
+        assert lap[row] == pytest.approx(2.0, rel=1e-12)

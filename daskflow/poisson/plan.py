@@ -20,7 +20,7 @@ from daskflow import transforms
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.pencils import Decomposition
-from daskflow.stencils import Tridiagonal, control_widths, dense, laplacian_1d
+from daskflow.stencils import Tridiagonal, dense
 
 METHODS = ("ptdma", "ftm")
 DTYPES = ("float64", "float32")
@@ -39,7 +39,7 @@ class SpectralPlan:
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.grid.shape
-        (bx, by, bz), (sx, sy, sz) = self.boundaries.bc, self.boundaries.stagger
+        (bx, by, _), (sx, sy, _) = self.boundaries.bc, self.boundaries.stagger
         self.x_is_complex = bx == "PP"  # data is complex after the x transform
         self.complex = bx == "PP" or by == "PP"
         nxs = transforms.spectral_size(bx, sx, nx, complex_input=False)
@@ -48,7 +48,7 @@ class SpectralPlan:
         self.decomposition.check(self.method)
         lam_x = transforms.eigenvalues(bx, sx, nx, self.grid.dx, complex_input=False)
         lam_y = transforms.eigenvalues(by, sy, ny, self.grid.dy, complex_input=self.x_is_complex)
-        lap = laplacian_1d(self.grid.dzf, bz, sz)
+        lap = self.boundaries.laplacian_1d(2, self.grid.dzf)
         self.z_op = Tridiagonal(self.scale * lap.lower, self.identity + self.scale * lap.diag,
                                 self.scale * lap.upper, lap.periodic)
         self.nz_unknowns = lap.diag.size
@@ -60,7 +60,10 @@ class SpectralPlan:
             # right-hand side, pinned solve, zero weighted mean). Any non-singular shift keeps the
             # batched kernels finite for that column; its result is overwritten.
             shift[0, 0] = -np.abs(self.z_op.diag).max()
-            self.singular_solution = _singular_map(self.z_op, control_widths(self.grid.dzf, bz, sz))
+            self.z_null = _left_null_vector(self.z_op)
+            self.singular_solution = _singular_map(
+                self.z_op, self.z_null, self.boundaries.control_widths(2, self.grid.dzf)
+            )
         self.shift = shift
 
     @property
@@ -95,17 +98,30 @@ class SpectralPlan:
         return state
 
 
-def _singular_map(op: Tridiagonal, weights: np.ndarray) -> np.ndarray:
+def _left_null_vector(op: Tridiagonal) -> np.ndarray:
+    """``l`` with ``l^T A = 0`` for the singular z operator ``A`` (normalised to sum 1).
+
+    For symmetric-in-volume operators this is the volume weights; the second-order face Neumann
+    closure breaks that symmetry in its boundary rows, so it is computed.
+    """
+    a = dense(op).T
+    null = np.ones(a.shape[0])
+    null[:-1] = np.linalg.solve(a[:-1, :-1], -a[:-1, -1])
+    return null / null.sum()
+
+
+def _singular_map(op: Tridiagonal, null: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Dense ``(m, m)`` map from a singular column's right-hand side to its solution.
 
-    Removes the weighted mean of the right-hand side (its incompatible part), solves with the last
-    unknown pinned to zero, then removes the weighted mean of the solution.
+    Projects out the incompatible part of the right-hand side (along the constants, so that it
+    becomes orthogonal to the left null vector ``null``), solves with the last unknown pinned to
+    zero, then removes the ``weights``-weighted mean of the solution.
     """
     m = op.diag.size
-    project = np.eye(m) - np.outer(np.ones(m), weights) / weights.sum()
+    ones = np.ones(m)
     pinned = dense(op)
     pinned[-1, :] = 0.0
     pinned[-1, -1] = 1.0
-    rhs = project.copy()
+    rhs = np.eye(m) - np.outer(ones, null) / null.sum()
     rhs[-1, :] = 0.0
-    return project @ np.linalg.solve(pinned, rhs)
+    return (np.eye(m) - np.outer(ones, weights) / weights.sum()) @ np.linalg.solve(pinned, rhs)

@@ -23,7 +23,7 @@ from daskflow.pencils.executor import LocalExecutor
 from daskflow.pencils.layout import assemble
 from daskflow.poisson import algorithms, stages
 from daskflow.poisson.plan import DTYPES, METHODS, SpectralPlan
-from daskflow.stencils import apply_along, control_widths, laplacian_1d
+from daskflow.stencils import apply_along
 
 DEVICES = (None, "cpu", "gpu")
 
@@ -134,8 +134,7 @@ class _SpectralSolver:
         out = xp.zeros_like(x)
         total = xp.zeros_like(u)
         for axis in range(3):
-            op = laplacian_1d(self.grid.widths(axis), self.bc[axis], self.stagger[axis])
-            total += apply_along(u, op, axis)
+            total += apply_along(u, self.boundaries.laplacian_1d(axis, self.grid.widths(axis)), axis)
         out[inner] = total
         return out
 
@@ -156,9 +155,10 @@ class _SpectralSolver:
         out = xp.zeros_like(b)
         u = b[inner]
         if self.plan.singular:
-            w = [xp.asarray(control_widths(self.grid.widths(ax), self.bc[ax], self.stagger[ax]))
-                 for ax in range(3)]
-            weights = w[0][:, None, None] * w[1][None, :, None] * w[2][None, None, :]
+            # weights of the left null vector: volume along x and y, computed along z
+            wx, wy = (xp.asarray(self.boundaries.control_widths(ax, self.grid.widths(ax))) for ax in (0, 1))
+            wz = xp.asarray(self.plan.z_null)
+            weights = wx[:, None, None] * wy[None, :, None] * wz[None, None, :]
             u = u - (weights * u).sum() / weights.sum()
         out[inner] = u
         return out

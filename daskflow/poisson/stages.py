@@ -71,11 +71,10 @@ def _holds_singular_column(plan: SpectralPlan, p: int, ys: slice | None) -> bool
     return plan.singular and dec.xs[p].start == 0 and (ys is None or ys.start == 0)
 
 
-def _fill_top_face(plan: SpectralPlan, block, m: int) -> None:
-    """Set the stored upper boundary face of a bounded ``f`` z axis (rows beyond the unknowns)."""
+def _fill_top_face(block, m: int) -> None:
+    """Zero the stored upper boundary face of a Dirichlet ``f`` z axis (rows beyond the unknowns)."""
     if m < block.shape[0]:
-        bc = plan.boundaries.bc[2]
-        block[m:] = block[m - 1] if bc[1] == "N" else 0
+        block[m:] = 0
 
 
 def thomas(plan: SpectralPlan, key, block):
@@ -91,7 +90,7 @@ def thomas(plan: SpectralPlan, key, block):
     tridiagonal.solve_shifted(d, _z_op(plan, xp), shift)
     if singular:
         d[:, 0, 0] = plan.device("singular_solution", xp) @ raw
-    _fill_top_face(plan, block, m)
+    _fill_top_face(block, m)
     return block
 
 
@@ -178,5 +177,5 @@ def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
     for _, singular in pieces:
         if singular is not None:
             block[:m, 0, 0] = singular
-    _fill_top_face(plan, block, m)
+    _fill_top_face(block, m)
     return block

@@ -13,34 +13,17 @@ import pytest
 
 from daskflow import Grid, PoissonSolver
 from daskflow.bc import BC_PAIRS
+from daskflow.manufactured import manufactured
 
-FACTORS = {  # (function of s = x / L, wavenumber times L)
-    "PP": (lambda s: np.cos(2 * np.pi * s) + np.sin(2 * np.pi * s), 2 * np.pi),
-    "NN": (lambda s: np.cos(np.pi * s), np.pi),
-    "DD": (lambda s: np.sin(np.pi * s), np.pi),
-    "ND": (lambda s: np.cos(0.5 * np.pi * s), 0.5 * np.pi),
-    "DN": (lambda s: np.sin(0.5 * np.pi * s), 0.5 * np.pi),
-    "const": (lambda s: np.ones_like(s), 0.0),  # on a periodic axis: a problem along one axis only
-}
 LENGTHS = (1.0, 2.0, 2.0)
-
-
-def _positions(grid: Grid, axis: int, placement: str) -> np.ndarray:
-    centres, faces = [(grid.xc, grid.xf), (grid.yc, grid.yf), (grid.zc, grid.zf)][axis]
-    return centres if placement == "c" else faces[1:]
 
 
 def _error(bc, stagger, n, stretch, active=(0, 1, 2)):
     shape = tuple(n if a in active else 2 for a in range(3))
     grid = Grid(shape, LENGTHS, z_stretch=stretch)
-    factors, k2 = [], 0.0
-    for axis in range(3):
-        f, k = FACTORS[bc[axis] if axis in active else "const"]
-        factors.append(f(_positions(grid, axis, stagger[axis]) / LENGTHS[axis]))
-        k2 += (k / LENGTHS[axis]) ** 2
-    u = factors[0][:, None, None] * factors[1][None, :, None] * factors[2][None, None, :]
+    u, rhs = manufactured(grid, bc, stagger, active)
     solver = PoissonSolver(grid, bc, stagger)
-    x = solver.solve(np.asfortranarray(-k2 * u))
+    x = solver.solve(rhs)
     inner = solver._unknowns()
     err = x[inner] - u[inner]
     if solver.plan.singular:  # compare up to the constant: remove the weighted mean

@@ -1,0 +1,5 @@
+import sys
+
+from daskflow.cli import main
+
+sys.exit(main())

@@ -1,0 +1,106 @@
+"""GPU twins of the numerics tests: CuPy kernels and solvers against the NumPy path (1e-12)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from daskflow import Grid, HelmholtzSolver, PoissonSolver, tridiagonal
+from daskflow.bc import BC_PAIRS
+from daskflow.stencils import Tridiagonal
+
+pytestmark = pytest.mark.gpu
+
+GRID = Grid((12, 10, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+
+
+def _close(gpu_value, cpu_value, rtol):
+    got = gpu_value.get() if hasattr(gpu_value, "get") else gpu_value
+    scale = np.abs(cpu_value).max()
+    np.testing.assert_allclose(got, cpu_value, rtol=0, atol=rtol * scale)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32, np.complex64])
+def test_thomas_kernels_match_numpy(cupy, rng, periodic, dtype):
+    m, cols = 33, (7, 9)
+    lower, upper = rng.uniform(0.2, 1, m), rng.uniform(0.2, 1, m)
+    op = Tridiagonal(lower, -(lower + upper) - 0.3, upper, periodic)
+    shift = -rng.uniform(0, 2, cols)
+    d = (rng.standard_normal((m, *cols)) + 1j * rng.standard_normal((m, *cols))).astype(dtype) \
+        if np.iscomplexobj(np.zeros(1, dtype)) else rng.standard_normal((m, *cols)).astype(dtype)
+    cpu = tridiagonal.solve_shifted(d.copy(), op, shift)
+    gpu = tridiagonal.solve_shifted(cupy.asarray(d), op, cupy.asarray(shift))
+    _close(gpu, cpu, 1e-12 if np.finfo(dtype).bits >= 64 else 1e-5)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_parallel_tridiagonal_kernels_match_numpy(cupy, rng, periodic):
+    sizes = [2, 5, 3, 1, 2]
+    m, ncols = sum(sizes), 37
+    lower, upper = rng.uniform(0.2, 1, m), rng.uniform(0.2, 1, m)
+    op = Tridiagonal(lower, -(lower + upper) - 0.3, upper, periodic)
+    shift = -rng.uniform(0, 2, ncols)
+    d = rng.standard_normal((m, ncols)) + 1j * rng.standard_normal((m, ncols))
+    results = []
+    for xp, dd, sh in ((np, d.copy(), shift), (cupy, cupy.asarray(d), cupy.asarray(shift))):
+        starts = np.cumsum([0, *sizes])
+        bounds = list(zip(starts[:-1], starts[1:], strict=True))
+        chunks = [tridiagonal.precompute(op.lower[a:b], op.diag[a:b], op.upper[a:b], sh) for a, b in bounds]
+        rows = [tridiagonal.reduce(dd[a:b], ch) for ch, (a, b) in zip(chunks, bounds, strict=True)]
+        red = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), periodic)
+        x = red.solve(xp.concatenate(rows))
+        i = 0
+        for ch, (a, b) in zip(chunks, bounds, strict=True):
+            n = 1 if b - a == 1 else 2
+            tridiagonal.reconstruct(dd[a:b], x[i], x[i + n - 1], ch)
+            i += n
+        results.append(dd)
+    _close(results[1], results[0], 1e-12)
+    _close(results[1], tridiagonal.solve_shifted(d.copy(), op, shift), 1e-12)
+
+
+TRIPLES = list(itertools.product(BC_PAIRS, repeat=3))
+
+
+@pytest.mark.parametrize("bc", TRIPLES, ids=["-".join(t) for t in TRIPLES])
+def test_poisson_gpu_matches_cpu_all_triples(cupy, rng, bc):
+    b = np.asfortranarray(rng.standard_normal(GRID.shape))
+    for method, pencils in [("ptdma", (1, 1)), ("ptdma", (2, 4)), ("ftm", (3, 2))]:
+        solver = PoissonSolver(GRID, bc, "ccc", method, pencils)
+        cpu = solver.solve(b)
+        gpu = solver.solve(cupy.asarray(b, order="F"))
+        assert isinstance(gpu, cupy.ndarray)
+        _close(gpu, cpu, 1e-12)
+        target = solver.compatible(cupy.asarray(b))
+        res = cupy.linalg.norm(solver.apply(gpu) - target) / cupy.linalg.norm(target)
+        assert float(res) <= 1e-11
+
+
+@pytest.mark.parametrize("axis, pair", [(a, p) for a in range(3) for p in BC_PAIRS])
+def test_face_placement_gpu_matches_cpu(cupy, rng, axis, pair):
+    bc = ["PP", "NN", "DD"]
+    bc[axis] = pair
+    stagger = "".join("f" if a == axis else "c" for a in range(3))
+    b = np.asfortranarray(rng.standard_normal(GRID.shape))
+    for solver in (PoissonSolver(GRID, bc, stagger, "ptdma", (2, 4)),
+                   HelmholtzSolver(GRID, bc, stagger, alpha=0.1, method="ftm", pencils=(2, 2))):
+        _close(solver.solve(cupy.asarray(b)), solver.solve(b), 1e-12)
+
+
+@pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("NN", "DD", "DN"), ("DN", "ND", "PP")])
+def test_float32_on_gpu(cupy, rng, bc):
+    b = np.asfortranarray(rng.standard_normal(GRID.shape)).astype(np.float32, order="F")
+    for method, pencils in [("ptdma", (1, 1)), ("ptdma", (2, 4)), ("ftm", (2, 2))]:
+        solver = PoissonSolver(GRID, bc, "ccc", method, pencils, dtype="float32")
+        x = solver.solve(cupy.asarray(b, order="F"))
+        assert x.dtype == np.float32
+        target = solver.compatible(cupy.asarray(b))
+        assert float(cupy.linalg.norm(solver.apply(x) - target) / cupy.linalg.norm(target)) <= 1e-4
+
+
+def test_device_mismatch_is_a_value_error(cupy):
+    with pytest.raises(ValueError, match="device='gpu'"):
+        PoissonSolver(GRID, device="gpu").solve(np.zeros(GRID.shape))
+    with pytest.raises(ValueError, match="device='cpu'"):
+        PoissonSolver(GRID, device="cpu").solve(cupy.zeros(GRID.shape))

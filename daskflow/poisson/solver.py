@@ -95,7 +95,7 @@ class _SpectralSolver:
         a = b.T  # memory order (z, y, x)
         dec = self.plan.decomposition
         blocks = {(p, q): a[dec.z[q], dec.y[p], :] for p, q in dec.indices}
-        ex = LocalExecutor()
+        ex = LocalExecutor(self.plan)
         if self.method == "ftm":
             out = algorithms.ftm(ex, self.plan, blocks)
         else:

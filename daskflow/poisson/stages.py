@@ -14,6 +14,15 @@ from daskflow.poisson.plan import SpectralPlan
 # ---------------------------------------------------------------- transforms along x and y
 
 
+def _module(xp):
+    """The array module named ``xp`` (or ``xp`` itself)."""
+    if isinstance(xp, str):
+        import importlib
+
+        return importlib.import_module(xp)
+    return xp
+
+
 def _with_boundary_face(a, axis: int, n: int, bc: str):
     """Append the upper boundary point of a bounded ``f`` axis (D: zero, N: copy of the last)."""
     if a.shape[axis] == n:
@@ -24,43 +33,43 @@ def _with_boundary_face(a, axis: int, n: int, bc: str):
     return xp.concatenate([a, face], axis=axis)
 
 
-def forward_x(plan: SpectralPlan, a):
+def forward_x(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
 
 
-def forward_y(plan: SpectralPlan, a):
+def forward_y(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     return array_module(a).ascontiguousarray(transforms.forward(a, -2, bc, st))
 
 
-def backward_y(plan: SpectralPlan, a):
+def backward_y(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     ny = plan.grid.shape[1]
     out = transforms.backward(a, -2, bc, st, ny, real_output=not plan.x_is_complex)
     return _with_boundary_face(out, -2, ny, bc)
 
 
-def backward_x(plan: SpectralPlan, a):
+def backward_x(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
     out = transforms.backward(a, -1, bc, st, nx, real_output=True)
     return _with_boundary_face(out, -1, nx, bc)
 
 
-def forward_xy(plan: SpectralPlan, a):
+def forward_xy(plan: SpectralPlan, key, a, *_):
     """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP)."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         xp = array_module(a)
         return xp.ascontiguousarray(xp.fft.rfft2(a, axes=(-2, -1)))
-    return forward_y(plan, forward_x(plan, a))
+    return forward_y(plan, key, forward_x(plan, key, a))
 
 
-def backward_xy(plan: SpectralPlan, a):
+def backward_xy(plan: SpectralPlan, key, a, *_):
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         nx, ny = plan.grid.shape[:2]
         return array_module(a).fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
-    return backward_x(plan, backward_y(plan, a))
+    return backward_x(plan, key, backward_y(plan, key, a))
 
 
 # ---------------------------------------------------------------- z solves
@@ -77,7 +86,7 @@ def _fill_top_face(block, m: int) -> None:
         block[m:] = 0
 
 
-def thomas(plan: SpectralPlan, key, block):
+def thomas(plan: SpectralPlan, key, block, *_):
     """FTM: solve the whole z column of z-pencil ``key = (p, q)`` (spectral ``(nz, ys_q, xs_p)``)."""
     xp = array_module(block)
     p, q = key
@@ -101,7 +110,11 @@ def _z_op(plan: SpectralPlan, xp, rows: slice = slice(None)):
 
 
 def ptdma_setup(plan: SpectralPlan, key, xp, columns: slice = slice(None)) -> tridiagonal.ReducedChunk:
-    """Algorithm-2 coefficients of y-pencil ``key = (p, q)`` (restricted to spectral-y ``columns``)."""
+    """Algorithm-2 coefficients of y-pencil ``key = (p, q)`` (restricted to spectral-y ``columns``).
+
+    ``xp`` is the array module or its name (``"numpy"``/``"cupy"``, as set-up tasks receive it).
+    """
+    xp = _module(xp)
     p, q = key
     rows = plan.z_rows(q)
     op = _z_op(plan, xp, rows)
@@ -111,7 +124,7 @@ def ptdma_setup(plan: SpectralPlan, key, xp, columns: slice = slice(None)) -> tr
     return tridiagonal.ReducedChunk(*(v.astype(real, copy=False) for v in chunk))
 
 
-def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk):
+def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk, *_):
     """P-TDMA step 4 on y-pencil ``key``: local reduction in place.
 
     Returns ``(block, boundary_rows, singular_rhs)``: the rows that leave the chunk, shape
@@ -130,6 +143,7 @@ def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagon
     Each reduced task recomputes the boundary coefficients of all ``pz`` chunks for its own
     columns — cheap, and no coefficient ever travels.
     """
+    xp = _module(xp)
     p, s = key
     dec = plan.decomposition
     chunks = [ptdma_setup(plan, (p, q), xp, dec.reduced[s]) for q in range(dec.pz)]
@@ -137,10 +151,11 @@ def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagon
     return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, plan.z_op.periodic)
 
 
-def reduced_solve(plan: SpectralPlan, key, factor, pieces):
+def reduced_solve(plan: SpectralPlan, key, pieces, factor):
     """Solve the reduced systems of slice ``key = (p, s)`` from every chunk's boundary rows.
 
-    ``pieces`` lists, in z order, ``(rows, singular_rhs)`` cut for this slice. Returns
+    ``factor`` is the slice's :func:`reduced_factor`; ``pieces`` lists, in z order,
+    ``(rows, singular_rhs)`` cut for this slice. Returns
     ``(solution_rows, singular_solution)``; the latter is the whole singular column or ``None``.
     """
     xp = array_module(pieces[0][0])
@@ -167,7 +182,8 @@ def reduced_rows_of(plan: SpectralPlan, q: int) -> slice:
 def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
     """P-TDMA step 6: rebuild y-pencil ``key = (p, q)`` from its solved boundary rows.
 
-    ``pieces`` lists, over slices ``s``, ``(rows, singular_piece)``: rows ``(1 or 2, ys_s, xs_p)``.
+    ``reduced_out`` is the chunk's :func:`ptdma_reduce` result; ``pieces`` lists, over slices
+    ``s``, ``(rows, singular_piece)``: rows ``(1 or 2, ys_s, xs_p)``.
     """
     xp = array_module(pieces[0][0])
     block = reduced_out[0]

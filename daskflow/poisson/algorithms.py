@@ -75,52 +75,60 @@ def _groups(dec, along: str):
 # -------------------------------------------------------------- the algorithms
 
 
-def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=()) -> dict:
-    """x-pencils -> spectral y-pencils with ``then`` fused after the y transform."""
+def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=(), head=()) -> dict:
+    """x-pencils -> spectral y-pencils with ``head`` fused before the x transform and ``then``
+    after the y transform."""
     dec = plan.decomposition
     if dec.py == 1:
-        return ex.map([stages.forward_xy, *then], dec.indices, blocks, extras)
-    spec_x = ex.map([stages.forward_x], dec.indices, blocks)
+        return ex.map([*head, stages.forward_xy, *then], dec.indices, blocks, extras)
+    spec_x = ex.map([*head, stages.forward_x], dec.indices, blocks)
     return ex.exchange(spec_x, dec.indices, _groups(dec, "p"), cut_for_y_pencil,
                        [assemble_y, stages.forward_y, *then], extras)
 
 
-def _backward_to_x(plan: SpectralPlan, ex, blocks: dict) -> dict:
-    """Physical-in-y y-pencils -> x-pencils (py > 1)."""
+def _y_back(plan: SpectralPlan, tail) -> list:
+    """The stages after the last z-solve step of a y-pencil, up to the end when ``py = 1``."""
+    if plan.decomposition.py == 1:
+        return [stages.backward_xy, *tail]
+    return [stages.backward_y]
+
+
+def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
+    """Physical-in-y y-pencils -> x-pencils (the y->x transpose when ``py > 1``)."""
     dec = plan.decomposition
+    if dec.py == 1:
+        return blocks
     return ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_for_x_pencil,
-                       [assemble_x, stages.backward_x])
+                       [assemble_x, stages.backward_x, *tail])
 
 
-def _y_back(plan: SpectralPlan) -> list:
-    return [stages.backward_xy] if plan.decomposition.py == 1 else [stages.backward_y]
-
-
-def ftm(ex, plan: SpectralPlan, blocks: dict) -> dict:
-    """Full-transpose method; returns x-pencil chunks of the solution."""
+def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
+    """Full-transpose method; returns x-pencil chunks of the solution. ``head`` and ``tail`` are
+    stages fused before the first and after the last stage (layout conversions of a caller)."""
     dec = plan.decomposition
     if dec.pz == 1:
-        out = _forward_chain(plan, ex, blocks, [stages.thomas, *_y_back(plan)])
+        out = _forward_chain(plan, ex, blocks, [stages.thomas, *_y_back(plan, tail)], head=head)
     else:
-        spec = _forward_chain(plan, ex, blocks, [])
+        spec = _forward_chain(plan, ex, blocks, [], head=head)
         by_x_group = _groups(dec, "q")
         spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, stages.thomas])
-        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan)])
-    return out if dec.py == 1 else _backward_to_x(plan, ex, out)
+        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, tail)])
+    return _finish(plan, ex, out, tail)
 
 
-def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict) -> dict:
+def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=()) -> dict:
     """Parallel tridiagonal method; ``coefficients[(p, q)]`` are the chunks' Algorithm-2 arrays
     (:func:`stages.ptdma_setup`) and ``factors[(p, s)]`` the factorised reduced systems of the
     column slices ``decomposition.reduced`` (:func:`stages.reduced_factor`), both computed once
     where they are used."""
     dec = plan.decomposition
     if dec.pz == 1:
-        return ftm(ex, plan, blocks)
-    reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,))
+        return ftm(ex, plan, blocks, head, tail)
+    reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,), head=head)
     solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
                          [stages.reduced_solve], (factors,))
     pieces = ex.exchange(solved, dec.indices, lambda d: [(d[0], s) for s in range(len(dec.reduced))],
                          cut_solution_rows, None)
-    out = ex.map([stages.ptdma_reconstruct, *_y_back(plan)], dec.indices, reduced, (coefficients, pieces))
-    return out if dec.py == 1 else _backward_to_x(plan, ex, out)
+    back = [stages.ptdma_reconstruct, *_y_back(plan, tail)]
+    out = ex.map(back, dec.indices, reduced, (coefficients, pieces))
+    return _finish(plan, ex, out, tail)

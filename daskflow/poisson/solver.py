@@ -28,6 +28,10 @@ from daskflow.stencils import apply_along
 DEVICES = (None, "cpu", "gpu")
 
 
+def _is_dask_array(b: Any) -> bool:
+    return type(b).__module__.startswith("dask.array")
+
+
 class _SpectralSolver:
     def __init__(self, grid: Grid, bc, stagger: str, method: str, pencils, dtype, device: str | None,
                  identity: float, scale: float) -> None:
@@ -68,30 +72,44 @@ class _SpectralSolver:
 
     # ------------------------------------------------------------------ input checks
 
-    def _check(self, b: Any, name: str):
+    def _check(self, b: Any, name: str, allow_dask: bool = False):
+        if allow_dask and _is_dask_array(b):
+            self._check_properties(b, b._meta, name)
+            return None
         if not (isinstance(b, np.ndarray) or is_cupy_array(b)):
-            raise ValueError(f"{name} must be a NumPy or CuPy array, got {type(b).__name__}")
+            kinds = "a NumPy, CuPy or Dask array" if allow_dask else "a NumPy or CuPy array"
+            raise ValueError(f"{name} must be {kinds}, got {type(b).__name__}")
+        self._check_properties(b, b, name)
+        return array_module(b)
+
+    def _check_properties(self, b: Any, meta: Any, name: str) -> None:
         if tuple(b.shape) != self.grid.shape:
             raise ValueError(f"{name} must have shape {self.grid.shape} (nx, ny, nz), got {tuple(b.shape)}")
         if b.dtype != self.dtype:
             raise ValueError(f"{name} must have dtype {self.dtype} (the solver's dtype), got {b.dtype}")
-        if self.device == "gpu" and not is_cupy_array(b):
-            raise ValueError(f"{name} is a NumPy array but the solver was built with device='gpu'")
-        if self.device == "cpu" and is_cupy_array(b):
-            raise ValueError(f"{name} is a CuPy array but the solver was built with device='cpu'")
-        return array_module(b)
+        if self.device == "gpu" and not is_cupy_array(meta):
+            raise ValueError(f"{name} holds NumPy data but the solver was built with device='gpu'")
+        if self.device == "cpu" and is_cupy_array(meta):
+            raise ValueError(f"{name} holds CuPy data but the solver was built with device='cpu'")
 
     # ------------------------------------------------------------------ solve
 
     def solve(self, b):
         """Solve for right-hand side ``b`` of shape ``(nx, ny, nz)``; same array type out.
 
+        A Dask array runs as a task graph over pencil chunks (:mod:`daskflow.poisson.distributed`)
+        and comes back as a Dask array in the solver's home chunks.
+
         For ``f`` placement on a bounded axis the last stored plane is the boundary face: ``b`` is
         ignored there and the solution takes the boundary condition. For singular problems (no
         Dirichlet end anywhere) the incompatible part of ``b`` (its weighted mean) is projected out
         and the solution has zero weighted mean.
         """
-        xp = self._check(b, "b")
+        xp = self._check(b, "b", allow_dask=True)
+        if xp is None:
+            from daskflow.poisson.distributed import solve_dask
+
+            return solve_dask(self, b)
         a = b.T  # memory order (z, y, x)
         dec = self.plan.decomposition
         blocks = {(p, q): a[dec.z[q], dec.y[p], :] for p, q in dec.indices}

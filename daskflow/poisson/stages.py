@@ -33,6 +33,16 @@ def _with_boundary_face(a, axis: int, n: int, bc: str):
     return xp.concatenate([a, face], axis=axis)
 
 
+def to_memory_order(plan: SpectralPlan, key, a, *_):
+    """Logical ``(x, y, z)`` chunk -> the ``(z, y, x)`` view the stages work on."""
+    return a.T
+
+
+def to_logical_order(plan: SpectralPlan, key, a, *_):
+    """``(z, y, x)`` chunk -> logical ``(x, y, z)`` view (Fortran-ordered)."""
+    return a.T
+
+
 def forward_x(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))

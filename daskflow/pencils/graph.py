@@ -1,0 +1,92 @@
+"""Dask task graphs for pencil algorithms: one task per chunk per fused stage, one per piece.
+
+:class:`DaskExecutor` implements the executor interface of :mod:`daskflow.pencils.executor` by
+writing tasks into a dict graph instead of running them. Every task gets a home worker:
+
+* a stage task of chunk ``(p, q)`` runs on the worker that owns chunk ``(p, q)``;
+* a piece task runs where its source block lives, so a pencil moves only as pieces of a transpose,
+  as boundary rows of the P-TDMA gather, or as solved rows of the scatter.
+
+Placement is applied when the graph is submitted (:func:`placement_annotations`): Dask's graph
+optimisation drops per-layer annotations, so they are given as global callables at persist time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+
+from daskflow.pencils.executor import run_chain
+
+_counter = itertools.count()
+
+
+def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
+    """Worker owning chunk ``key = (p, q)``: chunks are dealt round-robin in ``(p, q)`` order."""
+    p, q = key
+    return workers[(p * pz + q) % len(workers)]
+
+
+class DaskExecutor:
+    """Build the graph of an algorithm run.
+
+    ``plan`` is a reference to the plan in the graph (a ``Future`` or a key), ``token`` makes keys
+    unique per run, ``owner(key)`` gives a chunk's worker (``None``: no placement).
+    """
+
+    def __init__(self, plan, token: str, owner: Callable | None = None) -> None:
+        self.plan = plan
+        self.token = token
+        self.owner = owner
+        self.graph: dict = {}
+        self.placement: dict = {}
+        self.layer_names: list[str] = []
+
+    def _name(self, label: str) -> str:
+        name = f"daskflow-{label}-{self.token}-{next(_counter)}"
+        self.layer_names.append(name)
+        return name
+
+    def _place(self, task_key, chunk_key) -> None:
+        if self.owner is not None:
+            self.placement[task_key] = self.owner(chunk_key)
+
+    def map(self, chain, keys, blocks: Mapping, extras: Sequence[Mapping] = ()) -> dict:
+        name = self._name(chain[-1].__name__.replace("_", "-"))
+        out = {}
+        for k in keys:
+            task_key = (name, 0, *k)
+            self.graph[task_key] = (run_chain, self.plan, k, list(chain), blocks[k], *(e[k] for e in extras))
+            self._place(task_key, k)
+            out[k] = task_key
+        return out
+
+    def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
+                 extras: Sequence[Mapping] = ()) -> dict:
+        piece_name = self._name(cut.__name__.replace("_", "-"))
+        join_name = None if join is None else self._name(join[-1].__name__.replace("_", "-"))
+        out = {}
+        for d in dests:
+            pieces = []
+            for s in sources(d):
+                piece_key = (piece_name, *s, *d)
+                self.graph[piece_key] = (cut, self.plan, s, blocks[s], d)
+                self._place(piece_key, s)
+                pieces.append(piece_key)
+            if join is None:
+                out[d] = pieces
+                continue
+            task_key = (join_name, 0, *d)
+            self.graph[task_key] = (run_chain, self.plan, d, list(join), pieces, *(e[d] for e in extras))
+            self._place(task_key, d)
+            out[d] = task_key
+        return out
+
+
+def placement_annotations(placement: Mapping, workers: Sequence[str]) -> dict:
+    """Global ``dask.annotate`` arguments pinning the keys of ``placement`` to their workers."""
+    everywhere = list(workers)
+    return {
+        "workers": lambda key: placement.get(key, everywhere),
+        "allow_other_workers": lambda key: key not in placement,
+    }

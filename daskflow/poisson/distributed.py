@@ -1,0 +1,125 @@
+"""Poisson/Helmholtz solves of chunked Dask arrays: the pencil algorithms as one task graph.
+
+``solve_dask(solver, b)`` takes a Dask array of logical shape ``(nx, ny, nz)`` (NumPy or CuPy
+chunks), brings it to the solver's home layout (x-pencils: one chunk along x, ``pencils = (py,
+pz)`` chunks over y and z; a differently chunked input is rechunked first with Dask's task-based
+rechunk, and those tasks count in the total), and returns a Dask array with the home chunks.
+
+With a ``distributed`` client the graph is submitted at once, non-blocking (``client.persist``),
+with every task pinned to the worker that owns its chunk; the plan and the P-TDMA coefficients
+are computed once per solver and client and stay on the workers. Without a client the result is
+a lazy Dask array for the local scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dask
+import dask.array as da
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from daskflow.backend import is_cupy_array
+from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
+from daskflow.poisson import algorithms, stages
+
+
+def home_chunks(solver) -> tuple[tuple[int, ...], ...]:
+    """Logical Dask chunks of the solver's x-pencils."""
+    dec = solver.plan.decomposition
+    sizes = lambda slices: tuple(s.stop - s.start for s in slices)  # noqa: E731
+    return ((solver.grid.shape[0],), sizes(dec.y), sizes(dec.z))
+
+
+def current_client():
+    """The active ``distributed`` client, or ``None`` (local scheduler)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+@dataclass
+class ClusterState:
+    """What a solver keeps on one cluster: the plan, coefficient futures and the worker list."""
+
+    workers: list[str]
+    plan: object
+    coefficients: dict = field(default_factory=dict)
+    factors: dict = field(default_factory=dict)
+
+
+def cluster_state(solver, client, xp_name: str) -> ClusterState:
+    """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    cache_key = (client.id, xp_name, tuple(workers))
+    cache = solver.__dict__.setdefault("_cluster_states", {})
+    if cache_key in cache:
+        return cache[cache_key]
+    plan = client.scatter(solver.plan, broadcast=True, hash=False)
+    state = ClusterState(workers, plan)
+    dec = solver.plan.decomposition
+    if solver.method == "ptdma" and dec.pz > 1:
+        for k in dec.indices:
+            state.coefficients[k] = client.submit(
+                stages.ptdma_setup, plan, k, xp_name, workers=[chunk_owner(k, workers, dec.pz)],
+                allow_other_workers=False, pure=False)
+        for k in dec.reduced_indices():
+            state.factors[k] = client.submit(
+                stages.reduced_factor, plan, k, xp_name, workers=[chunk_owner(k, workers, dec.pz)],
+                allow_other_workers=False, pure=False)
+    cache[cache_key] = state
+    return state
+
+
+def build_graph(solver, b: da.Array, client=None):
+    """The solve of ``b`` (already in home chunks) as a graph.
+
+    Returns ``(graph, output_name, placement, workers)``; ``graph`` holds only the solve's tasks
+    (set-up lives in futures when a client is given, else in the graph itself).
+    """
+    plan = solver.plan
+    dec = plan.decomposition
+    xp_name = "cupy" if is_cupy_array(b._meta) else "numpy"
+    token = tokenize(b.name, id(solver))
+    setup: dict = {}
+    if client is not None:
+        state = cluster_state(solver, client, xp_name)
+        plan_ref, workers = state.plan, state.workers
+        coefficients, factors = state.coefficients, state.factors
+        owner = lambda k: chunk_owner(k, workers, dec.pz)  # noqa: E731
+    else:
+        plan_ref, workers, owner = ("daskflow-plan-" + token,), [], None
+        setup[plan_ref] = plan
+        coefficients = {k: ("daskflow-coefficients-" + token, *k) for k in dec.indices}
+        factors = {k: ("daskflow-factors-" + token, *k) for k in dec.reduced_indices()}
+        if solver.method == "ptdma" and dec.pz > 1:
+            setup.update({v: (stages.ptdma_setup, plan_ref, k, xp_name) for k, v in coefficients.items()})
+            setup.update({v: (stages.reduced_factor, plan_ref, k, xp_name) for k, v in factors.items()})
+    ex = DaskExecutor(plan_ref, token, owner)
+    blocks = {(p, q): (b.name, 0, p, q) for p, q in dec.indices}
+    head, tail = [stages.to_memory_order], [stages.to_logical_order]
+    if solver.method == "ftm":
+        out = algorithms.ftm(ex, plan, blocks, head, tail)
+    else:
+        out = algorithms.ptdma(ex, plan, blocks, coefficients, factors, head, tail)
+    name = out[(0, 0)][0]
+    return {**setup, **ex.graph}, name, ex.placement, workers
+
+
+def solve_dask(solver, b: da.Array) -> da.Array:
+    """See the module docstring."""
+    chunks = home_chunks(solver)
+    if b.chunks != chunks:
+        b = b.rechunk(chunks, method="tasks")
+    client = current_client()
+    graph, name, placement, workers = build_graph(solver, b, client)
+    hlg = HighLevelGraph.from_collections(name, graph, dependencies=[b])
+    out = da.Array(hlg, name, chunks, dtype=solver.dtype, meta=b._meta)
+    if client is None:
+        return out
+    with dask.annotate(**placement_annotations(placement, workers)):
+        return client.persist(out, optimize_graph=False)

@@ -1,5 +1,6 @@
 import itertools
 
+import dask.array as da
 import numpy as np
 import pytest
 
@@ -149,3 +150,14 @@ def test_bad_rhs_raises_value_error(rng):
     with pytest.raises(ValueError, match="alpha"):
         HelmholtzSolver(GRID, alpha=-1.0)
     assert PoissonSolver(GRID, pencils=(1, 6), method="ftm").solve(_rhs(GRID, rng)).shape == GRID.shape
+
+
+def test_dask_array_on_the_local_scheduler_without_client(rng):
+    """No distributed client: solve() returns a lazy Dask array for the local scheduler."""
+    grid = Grid((9, 8, 8), (2.0, 1.0, 2.0), z_stretch=2.0)
+    b = _rhs(grid, rng)
+    solver = PoissonSolver(grid, ("PP", "NN", "NN"), "ccc", "ptdma", (2, 4))
+    out = solver.solve(da.from_array(b, chunks=(9, 4, 2)))
+    assert out.chunks == ((9,), (4, 4), (2, 2, 2, 2))
+    x = out.compute(scheduler="sync")
+    np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())

@@ -75,12 +75,20 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     return state
 
 
-def build_graph(solver, b: da.Array, client=None):
-    """The solve of ``b`` (already in home chunks) as a graph.
+@dataclass
+class SolveGraph:
+    """A solve as tasks: ``tasks`` (the per-solve graph), ``setup`` (plan and P-TDMA set-up tasks
+    when no client holds them), the output layer ``name``, and task placement on ``workers``."""
 
-    Returns ``(graph, output_name, placement, workers)``; ``graph`` holds only the solve's tasks
-    (set-up lives in futures when a client is given, else in the graph itself).
-    """
+    tasks: dict
+    setup: dict
+    name: str
+    placement: dict
+    workers: list[str]
+
+
+def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
+    """The solve of ``b`` (already in home chunks) as a graph."""
     plan = solver.plan
     dec = plan.decomposition
     xp_name = "cupy" if is_cupy_array(b._meta) else "numpy"
@@ -106,8 +114,7 @@ def build_graph(solver, b: da.Array, client=None):
         out = algorithms.ftm(ex, plan, blocks, head, tail)
     else:
         out = algorithms.ptdma(ex, plan, blocks, coefficients, factors, head, tail)
-    name = out[(0, 0)][0]
-    return {**setup, **ex.graph}, name, ex.placement, workers
+    return SolveGraph(ex.graph, setup, out[(0, 0)][0], ex.placement, workers)
 
 
 def solve_dask(solver, b: da.Array) -> da.Array:
@@ -116,10 +123,24 @@ def solve_dask(solver, b: da.Array) -> da.Array:
     if b.chunks != chunks:
         b = b.rechunk(chunks, method="tasks")
     client = current_client()
-    graph, name, placement, workers = build_graph(solver, b, client)
-    hlg = HighLevelGraph.from_collections(name, graph, dependencies=[b])
-    out = da.Array(hlg, name, chunks, dtype=solver.dtype, meta=b._meta)
+    g = build_graph(solver, b, client)
+    hlg = HighLevelGraph.from_collections(g.name, {**g.setup, **g.tasks}, dependencies=[b])
+    out = da.Array(hlg, g.name, chunks, dtype=solver.dtype, meta=b._meta)
     if client is None:
         return out
-    with dask.annotate(**placement_annotations(placement, workers)):
+    with dask.annotate(**placement_annotations(g.placement, g.workers)):
         return client.persist(out, optimize_graph=False)
+
+
+def persist_home(solver, b, client) -> da.Array:
+    """``b`` (a NumPy/CuPy or Dask array) persisted in the solver's home chunks, each chunk on the
+    worker that owns it — the layout fields keep between solves."""
+    chunks = home_chunks(solver)
+    arr = b if isinstance(b, da.Array) else da.from_array(b, chunks=chunks, asarray=False)
+    arr = arr.rechunk(chunks, method="tasks") if arr.chunks != chunks else arr
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    pz = solver.plan.decomposition.pz
+    placement = {(arr.name, 0, p, q): chunk_owner((p, q), workers, pz)
+                 for p in range(len(chunks[1])) for q in range(len(chunks[2]))}
+    with dask.annotate(**placement_annotations(placement, workers)):
+        return client.persist(arr, optimize_graph=False)

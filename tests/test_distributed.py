@@ -1,0 +1,119 @@
+"""The Poisson/Helmholtz solve as a Dask task graph on real ``distributed`` clusters."""
+
+import itertools
+
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster, wait
+
+from daskflow import Grid, HelmholtzSolver, PoissonSolver
+from daskflow.bc import BC_PAIRS
+from daskflow.poisson.distributed import build_graph, home_chunks, persist_home
+
+GRID = Grid((9, 8, 8), (2.0, 1.0, 2.0), z_stretch=2.0)  # nz = 8: (1, 4) has two z points per chunk
+DECOMPOSITIONS = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 2), (1, 4)]
+# 20 distinct triples; each axis sees every pair (shifted cycles through BC_PAIRS)
+TRIPLES = [(BC_PAIRS[i], BC_PAIRS[(i + dy) % 5], BC_PAIRS[(i + dz) % 5])
+           for dy, dz in [(1, 2), (3, 1), (0, 4), (2, 0)] for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+def _rhs(seed=0):
+    return np.asfortranarray(np.random.default_rng(seed).standard_normal(GRID.shape))
+
+
+def test_triples_cover_every_pair():
+    assert len(TRIPLES) == 20
+    for axis in range(3):
+        assert {t[axis] for t in TRIPLES} == set(BC_PAIRS)
+
+
+@pytest.mark.parametrize("bc", TRIPLES, ids=["-".join(t) for t in TRIPLES])
+def test_dask_solve_equals_single_array(client, bc):
+    b = _rhs()
+    reference = PoissonSolver(GRID, bc, "ccc", "ftm", (1, 1)).solve(b)
+    scale = np.abs(reference).max()
+    results = {}
+    for method, pencils in itertools.product(("ftm", "ptdma"), DECOMPOSITIONS):
+        solver = PoissonSolver(GRID, bc, "ccc", method, pencils)
+        out = solver.solve(da.from_array(b, chunks=(9, 3, 5)))  # not the home chunks: rechunked
+        assert out.chunks == home_chunks(solver)
+        results[method, pencils] = out
+    computed = dict(zip(results, client.gather(client.compute(list(results.values()))), strict=True))
+    for (method, pencils), x in computed.items():
+        np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * scale, err_msg=f"{method} {pencils}")
+        np.testing.assert_allclose(x, computed["ptdma" if method == "ftm" else "ftm", pencils],
+                                   rtol=0, atol=1e-12 * scale)
+
+
+def test_helmholtz_and_face_placement_on_the_cluster(client):
+    b = _rhs(1)
+    for stagger, bc in [("ccf", ("PP", "DD", "NN")), ("fcc", ("DD", "PP", "DD")), ("cfc", ("NN", "ND", "PP"))]:
+        solver = HelmholtzSolver(GRID, bc, stagger, alpha=0.2, method="ptdma", pencils=(2, 2))
+        x = solver.solve(da.from_array(b, chunks=home_chunks(solver))).compute()
+        np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
+
+
+def test_threaded_cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster):
+        b = _rhs(3)
+        solver = PoissonSolver(GRID, ("DN", "PP", "PP"), "ccc", "ptdma", (3, 2))
+        x = solver.solve(da.from_array(b, chunks=home_chunks(solver))).compute()
+        np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
+
+
+def _task_count(grid, method, pencils):
+    solver = PoissonSolver(grid, ("PP", "PP", "NN"), "ccc", method, pencils)
+    b = da.zeros(grid.shape, chunks=home_chunks(solver))
+    return len(build_graph(solver, b).tasks)
+
+
+@pytest.mark.parametrize("method", ["ftm", "ptdma"])
+def test_task_count_grows_with_chunks_not_points(method):
+    small, large = Grid((16, 16, 16)), Grid((16, 16, 64))
+    for pencils in [(1, 1), (2, 2), (4, 4), (1, 8)]:
+        n_small, n_large = _task_count(small, method, pencils), _task_count(large, method, pencils)
+        chunks = pencils[0] * pencils[1]
+        print(f"{method} pencils={pencils}: {n_small} tasks per solve, {n_small / chunks:.1f} per chunk")
+        assert n_small == n_large
+    assert _task_count(small, method, (4, 4)) > _task_count(small, method, (2, 2))
+
+
+def test_ptdma_4x4_needs_at_most_25_tasks_per_chunk():
+    grid = Grid((16, 16, 16))
+    count = _task_count(grid, "ptdma", (4, 4))
+    print(f"ptdma (4, 4): {count} tasks, {count / 16:.2f} per chunk; ftm: {_task_count(grid, 'ftm', (4, 4))}")
+    assert count <= 25 * 16
+
+
+def test_pencils_change_worker_only_inside_exchanges():
+    """Read every worker's incoming-transfer log: the only keys that ever move between workers
+    are transpose pieces and P-TDMA boundary/solution rows, and each output chunk stays home."""
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        for method in ("ptdma", "ftm"):
+            solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", method, (2, 2))
+            b = persist_home(solver, _rhs(4), c)
+            wait(b)
+            c.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+            out = solver.solve(b)
+            wait(out)
+            logs = c.run(lambda dask_worker: [k for entry in dask_worker.transfer_incoming_log
+                                              for k in entry["keys"]])
+            moved = {k[0].rsplit("-", 2)[0] if isinstance(k, tuple) else k for keys in logs.values() for k in keys}
+            allowed = {"daskflow-cut-for-y-pencil", "daskflow-cut-for-x-pencil", "daskflow-cut-for-z-pencil",
+                       "daskflow-cut-for-y-from-z", "daskflow-cut-boundary-rows", "daskflow-cut-solution-rows"}
+            assert moved and moved <= allowed, moved
+            workers = sorted(c.scheduler_info()["workers"])
+            who = c.who_has(out)
+            for (_, _, p, q), holders in who.items():
+                assert holders == (workers[(p * 2 + q) % 4],)
+            np.testing.assert_allclose(out.compute(), solver.solve(_rhs(4)), rtol=0, atol=1e-12)

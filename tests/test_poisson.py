@@ -145,7 +145,7 @@ def test_bad_rhs_raises_value_error(rng):
         s.solve(np.zeros((8, 6, 9)))
     with pytest.raises(ValueError, match="dtype"):
         s.solve(np.zeros(GRID.shape, dtype=np.float32))
-    with pytest.raises(ValueError, match="NumPy or CuPy"):
+    with pytest.raises(ValueError, match="NumPy, CuPy or Dask"):
         s.solve([[0.0]])
     with pytest.raises(ValueError, match="alpha"):
         HelmholtzSolver(GRID, alpha=-1.0)

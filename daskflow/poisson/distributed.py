@@ -13,7 +13,9 @@ a lazy Dask array for the local scheduler.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from functools import partial
 
 import dask
 import dask.array as da
@@ -21,6 +23,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
+from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
 from daskflow.poisson import algorithms, stages
 
@@ -60,6 +63,7 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     if cache_key in cache:
         return cache[cache_key]
     plan = client.scatter(solver.plan, broadcast=True, hash=False)
+    ensure_mailboxes(client)
     state = ClusterState(workers, plan)
     dec = solver.plan.decomposition
     if solver.method == "ptdma" and dec.pz > 1:
@@ -107,14 +111,39 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
         if solver.method == "ptdma" and dec.pz > 1:
             setup.update({v: (stages.ptdma_setup, plan_ref, k, xp_name) for k, v in coefficients.items()})
             setup.update({v: (stages.reduced_factor, plan_ref, k, xp_name) for k, v in factors.items()})
-    ex = DaskExecutor(plan_ref, token, owner)
     blocks = {(p, q): (b.name, 0, p, q) for p, q in dec.indices}
     head, tail = [stages.to_memory_order], [stages.to_logical_order]
-    if solver.method == "ftm":
-        out = algorithms.ftm(ex, plan, blocks, head, tail)
+    if solver.method == "ftm" or dec.pz == 1:
+        algorithm, extra = partial(algorithms.ftm, head=head, tail=tail), ()
     else:
-        out = algorithms.ptdma(ex, plan, blocks, coefficients, factors, head, tail)
+        algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
+    if solver.granularity == "fused" and client is not None:
+        return _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra)
+    ex = DaskExecutor(plan_ref, token, owner)
+    out = algorithm(ex, plan, blocks, *extra)
     return SolveGraph(ex.graph, setup, out[(0, 0)][0], ex.placement, workers)
+
+
+def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple) -> SolveGraph:
+    """One task per worker running the whole algorithm with direct exchanges, plus one
+    ``getitem`` per chunk to expose the output blocks as a Dask array."""
+    fused_name, name = f"daskflow-fused-{token}", f"daskflow-solution-{token}"
+    owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
+    owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
+    tasks, placement = {}, {}
+    for i, worker in enumerate(workers):
+        inputs = [([list(k) for k in d if owner[k] == worker], [v for k, v in d.items() if owner[k] == worker])
+                  for d in (blocks, *setup)]
+        if not inputs[0][0]:
+            continue  # a worker without chunks takes no part
+        key = (fused_name, i)
+        tasks[key] = (run_on_worker, algorithm, plan_ref, token, workers, dec.pz, inputs)
+        placement[key] = worker
+        for k in inputs[0][0]:
+            out_key = (name, 0, *k)
+            tasks[out_key] = (operator.getitem, key, tuple(k))
+            placement[out_key] = worker
+    return SolveGraph(tasks, {}, name, placement, workers)
 
 
 def solve_dask(solver, b: da.Array) -> da.Array:

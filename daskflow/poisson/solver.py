@@ -26,6 +26,7 @@ from daskflow.poisson.plan import DTYPES, METHODS, SpectralPlan
 from daskflow.stencils import apply_along
 
 DEVICES = (None, "cpu", "gpu")
+GRANULARITIES = ("stage", "fused")
 
 
 def _is_dask_array(b: Any) -> bool:
@@ -34,7 +35,7 @@ def _is_dask_array(b: Any) -> bool:
 
 class _SpectralSolver:
     def __init__(self, grid: Grid, bc, stagger: str, method: str, pencils, dtype, device: str | None,
-                 identity: float, scale: float) -> None:
+                 granularity: str, identity: float, scale: float) -> None:
         if not isinstance(grid, Grid):
             raise ValueError(f"grid must be a daskflow.Grid, got {type(grid).__name__}")
         if method not in METHODS:
@@ -46,6 +47,8 @@ class _SpectralSolver:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         boundaries = Boundaries.parse(bc, stagger)
         for axis, n in enumerate(grid.shape):
             if boundaries.n_unknowns(axis, n) < 1 or (n < 2 and not boundaries.periodic(axis)):
@@ -59,6 +62,7 @@ class _SpectralSolver:
         self.pencils = (int(pencils[0]), int(pencils[1]))
         self.dtype = np.dtype(dtype)
         self.device = device
+        self.granularity = granularity
         self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype)
         self._ptdma_cache: dict = {}
 
@@ -187,20 +191,25 @@ class PoissonSolver(_SpectralSolver):
 
     ``bc``: one two-letter string per axis from ``PP, NN, DD, ND, DN``; ``stagger``: ``c``/``f``
     per axis; ``method``: ``"ptdma"`` or ``"ftm"``; ``pencils = (py, pz)``; ``dtype``: float64 or
-    float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input).
+    float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input); ``granularity`` (Dask
+    arrays on a distributed cluster): ``"stage"`` (one task per chunk per stage and one per piece,
+    visible on the dashboard) or ``"fused"`` (one task per worker per solve, pieces sent directly
+    between workers).
     """
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", method: str = "ptdma",
-                 pencils=(1, 1), dtype="float64", device: str | None = None) -> None:
-        super().__init__(grid, bc, stagger, method, pencils, dtype, device, identity=0.0, scale=1.0)
+                 pencils=(1, 1), dtype="float64", device: str | None = None, granularity: str = "stage") -> None:
+        super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity, identity=0.0, scale=1.0)
 
 
 class HelmholtzSolver(_SpectralSolver):
     """Solve ``(I - alpha L) x = b`` (implicit diffusion); arguments as :class:`PoissonSolver`."""
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", alpha: float = 1.0,
-                 method: str = "ptdma", pencils=(1, 1), dtype="float64", device: str | None = None) -> None:
+                 method: str = "ptdma", pencils=(1, 1), dtype="float64", device: str | None = None,
+                 granularity: str = "stage") -> None:
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be a positive number, got {alpha!r}")
         self.alpha = float(alpha)
-        super().__init__(grid, bc, stagger, method, pencils, dtype, device, identity=1.0, scale=-float(alpha))
+        super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity,
+                         identity=1.0, scale=-float(alpha))

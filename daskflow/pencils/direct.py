@@ -1,0 +1,163 @@
+"""Direct exchanges between workers: one fused task per worker per solve, no piece tasks.
+
+In the *fused* granularity every worker runs the whole algorithm for the chunks it owns inside
+one task (:func:`run_on_worker`): local stages run in order and every exchange sends the worker's
+pieces straight to the workers that need them over the cluster's own comms (UCX between GPU
+workers: CuPy pieces travel device to device; TCP on CPU clusters), the way distributed's P2P
+shuffle moves shards outside the scheduler. A solve is then ``n_workers`` tasks and one hop.
+
+Pieces land in a per-worker :class:`Mailbox` (installed by :class:`MailboxPlugin`) keyed by run,
+exchange number, source and destination chunk; the algorithm code is the same on every worker, so
+exchange numbers agree without coordination. Waiting tasks secede from the worker's thread pool,
+so two solves in flight on a one-thread worker cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol import to_serialize
+
+from daskflow.pencils.executor import run_chain
+
+HANDLER = "daskflow_put"
+PLUGIN_NAME = "daskflow-mailbox"
+
+
+class Mailbox:
+    """Pieces received by one worker, waited for by the tasks that consume them."""
+
+    def __init__(self) -> None:
+        self._items: dict = {}
+        self._ready = threading.Condition()
+
+    def put(self, tag, piece) -> None:
+        with self._ready:
+            self._items[tag] = piece
+            self._ready.notify_all()
+
+    def take(self, tags: Sequence, timeout: float) -> list:
+        """Remove and return the pieces of ``tags`` (in order), waiting for missing ones."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: all(t in self._items for t in tags), timeout=timeout):
+                missing = [t for t in tags if t not in self._items]
+                raise TimeoutError(f"daskflow exchange: pieces {missing[:4]} did not arrive in {timeout} s")
+            return [self._items.pop(t) for t in tags]
+
+
+class MailboxPlugin(WorkerPlugin):
+    """Gives every worker a :class:`Mailbox` and the comm handler that fills it."""
+
+    name = PLUGIN_NAME
+
+    def setup(self, worker) -> None:
+        mailbox = Mailbox()
+        worker.daskflow_mailbox = mailbox
+
+        async def put(tag=None, piece=None):
+            mailbox.put(tuple(tag) if isinstance(tag, list) else tag, piece)
+
+        worker.handlers[HANDLER] = put
+
+
+def ensure_mailboxes(client) -> None:
+    """Install :class:`MailboxPlugin` on the client's cluster (idempotent)."""
+    if not getattr(client, "_daskflow_mailboxes", False):
+        client.register_plugin(MailboxPlugin(), name=PLUGIN_NAME)
+        client._daskflow_mailboxes = True
+
+
+def _freeze(key):
+    return tuple(_freeze(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+class DirectExecutor:
+    """Executor that runs inside one worker's task, for the chunks ``owner`` assigns to it."""
+
+    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float = 600.0) -> None:
+        self.plan = plan
+        self.worker = worker
+        self.me = worker.address
+        self.run_id = run_id
+        self.owner = owner
+        self.timeout = timeout
+        self.exchanges = 0
+
+    def _mine(self, keys) -> list:
+        return [k for k in keys if self.owner(k) == self.me]
+
+    def map(self, chain, keys, blocks: Mapping, extras: Sequence[Mapping] = ()) -> dict:
+        return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in self._mine(keys)}
+
+    def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
+                 extras: Sequence[Mapping] = ()) -> dict:
+        self.exchanges += 1
+        xid = (self.run_id, self.exchanges)
+        dests = list(dests)
+        outgoing = []
+        for d in dests:
+            for s in sources(d):
+                if self.owner(s) == self.me:
+                    outgoing.append((self.owner(d), (*xid, _freeze(s), _freeze(d)), cut(self.plan, s, blocks[s], d)))
+        self._send(outgoing)
+        out = {}
+        for d in self._mine(dests):
+            tags = [(*xid, _freeze(s), _freeze(d)) for s in sources(d)]
+            pieces = self._wait(tags)
+            out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
+        return out
+
+    def _send(self, outgoing) -> None:
+        mailbox = self.worker.daskflow_mailbox
+        remote = []
+        for address, tag, piece in outgoing:
+            if address == self.me:
+                mailbox.put(tag, piece)
+            else:
+                remote.append((address, tag, piece))
+        if not remote:
+            return
+
+        async def send_all():
+            await asyncio.gather(*(self.worker.rpc(address).daskflow_put(tag=tag, piece=to_serialize(piece))
+                                   for address, tag, piece in remote))
+
+        _sync(self.worker, send_all)
+
+    def _wait(self, tags) -> list:
+        from distributed import rejoin, secede
+
+        mailbox = self.worker.daskflow_mailbox
+        secede()
+        try:
+            return mailbox.take(tags, self.timeout)
+        finally:
+            rejoin()
+
+
+def _sync(worker, coroutine_function) -> None:
+    """Run ``coroutine_function()`` on the worker's event loop from a task thread and wait."""
+    future = asyncio.run_coroutine_threadsafe(coroutine_function(), worker.loop.asyncio_loop)
+    future.result()
+
+
+def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
+                  inputs: list[tuple[list, list]]) -> dict:
+    """Body of a fused task: run ``algorithm`` for this worker's chunks; returns its output blocks.
+
+    ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
+    (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
+    maps chunk index to output block.
+    """
+    from distributed import get_worker
+
+    from daskflow.pencils.graph import chunk_owner
+
+    worker = get_worker()
+    owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
+    ex = DirectExecutor(plan, worker, run_id, owner)
+    blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
+    return algorithm(ex, plan, blocks, *setup)

@@ -132,3 +132,13 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
     back = [stages.ptdma_reconstruct, *_y_back(plan, tail)]
     out = ex.map(back, dec.indices, reduced, (coefficients, pieces))
     return _finish(plan, ex, out, tail)
+
+
+def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:
+    """``count`` dependent transposes, alternately x->y and y->x, with no arithmetic between them
+    (the exchange benchmark). Needs a plan whose x transform keeps ``nx`` points (x not PP)."""
+    dec = plan.decomposition
+    for i in range(count):
+        cut_fn, join = (cut_for_y_pencil, [assemble_y]) if i % 2 == 0 else (cut_for_x_pencil, [assemble_x])
+        blocks = ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_fn, join)
+    return blocks

@@ -1,0 +1,215 @@
+"""Transpose (all-to-all exchange) benchmark for CuPy pencils on 2 and 4 GPUs.
+
+For each GPU count and each size per GPU, x->y transposes of slab pencils ``(P, 1)`` (an
+all-to-all among the P workers) are timed three ways in the same run:
+
+* ``raw``: the links — async peer-to-peer copies of the same pieces between the GPUs from one
+  process (CuPy), no Dask;
+* ``stage``: Dask graph with one task per piece and one assembly task per destination (UCX);
+* ``fused``: one task per worker, pieces sent directly between workers over UCX (daskflow's
+  direct exchange).
+
+For the Dask designs: the time per transpose in a chain of ``--chain`` dependent transposes
+submitted as one graph, and the wall time of one transpose submitted and awaited from the client.
+Prints one JSON document.
+
+    python benchmarks/transpose.py [--gpus 2 4] [--mib 64 1024] [--chain 20] [--repeat 5]
+    python benchmarks/transpose.py --cpu ...     # smoke test with NumPy on a LocalCluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from functools import partial
+
+import numpy as np
+
+
+def _shape(mib_per_gpu: int, gpus: int) -> tuple[int, int, int]:
+    """(nx, ny, nz) float64 with ``mib_per_gpu`` MiB per GPU for a (gpus, 1) slab split."""
+    nx = ny = 1024 if mib_per_gpu >= 64 else 64
+    nz = max(1, mib_per_gpu * 2**20 * gpus // (8 * nx * ny))
+    return nx, ny, nz
+
+
+def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
+    """Peer-to-peer all-to-all of the same pieces, timed with device synchronisation."""
+    import cupy as cp
+
+    nbytes = mib_per_gpu * 2**20
+    piece = nbytes // gpus
+    src, dst = [], []
+    for i in range(gpus):
+        with cp.cuda.Device(i):
+            for j in range(gpus):
+                if i != j and cp.cuda.runtime.deviceCanAccessPeer(i, j):
+                    try:
+                        cp.cuda.runtime.deviceEnablePeerAccess(j)
+                    except cp.cuda.runtime.CUDARuntimeError:
+                        pass  # already enabled
+            src.append(cp.ones(nbytes // 8))
+            dst.append(cp.empty(nbytes // 8))
+    streams = [cp.cuda.Stream(non_blocking=True, device=i) if hasattr(cp.cuda.Stream, "device") else None
+               for i in range(gpus)]
+
+    def once():
+        for i in range(gpus):  # every GPU sends its piece j to GPU j, on its own stream
+            with cp.cuda.Device(i):
+                stream = streams[i] or cp.cuda.Stream(non_blocking=True)
+                for j in range(gpus):
+                    cp.cuda.runtime.memcpyPeerAsync(dst[j].data.ptr + i * piece, j, src[i].data.ptr + j * piece, i,
+                                                    piece, stream.ptr)
+        for i in range(gpus):
+            with cp.cuda.Device(i):
+                cp.cuda.Device(i).synchronize()
+
+    once()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - start)
+    return {"raw_ms": 1e3 * float(np.median(times))}
+
+
+def _plan(shape, gpus):
+    from daskflow import Grid
+    from daskflow.bc import Boundaries
+    from daskflow.poisson.plan import SpectralPlan
+
+    # x and y NN (cell centres): the x "spectral" length is nx, so the transposes move raw data.
+    return SpectralPlan(Grid(shape), Boundaries.parse(("NN", "NN", "NN")), 1.0, 1.0, "ftm", (gpus, 1),
+                        np.dtype("float64"))
+
+
+def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool) -> dict:
+    import dask
+    from distributed import wait
+
+    from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
+    from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
+    from daskflow.poisson import algorithms
+
+    plan = _plan(shape, gpus)
+    dec = plan.decomposition
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])[:gpus]
+    plan_ref = client.scatter(plan, broadcast=True, hash=False)
+    ensure_mailboxes(client)
+    owner = lambda k: chunk_owner(k, workers, 1)  # noqa: E731
+    # home blocks in memory order (z, y, x), created on the workers
+    make = (lambda s: np.ones(s)) if cpu else _cupy_ones
+    blocks_f = {k: client.submit(make, (shape[2], dec.y[k[0]].stop - dec.y[k[0]].start, shape[0]),
+                                 workers=[owner(k)], allow_other_workers=False, pure=False)
+                for k in dec.indices}
+    wait(list(blocks_f.values()))
+
+    def run(design: str, count: int) -> float:
+        token = f"{design}-{count}-{time.perf_counter_ns()}"
+        if design == "stage":
+            ex = DaskExecutor(plan_ref, token, owner)
+            out = algorithms.transpose_chain(ex, plan, dict(blocks_f), count)
+            tasks, placement = ex.graph, ex.placement
+            keys = list(out.values())
+        else:
+            tasks, placement, keys = {}, {}, []
+            algorithm = partial(algorithms.transpose_chain, count=count)
+            for i, w in enumerate(workers):
+                mine = [k for k in dec.indices if owner(k) == w]
+                key = (f"fused-{token}", i)
+                tasks[key] = (run_on_worker, algorithm, plan_ref, token, workers, 1,
+                              [([list(k) for k in mine], [blocks_f[k] for k in mine])])
+                placement[key] = w
+                keys.append(key)
+        start = time.perf_counter()
+        with dask.annotate(**placement_annotations(placement, workers)):
+            futures = client.get(tasks, keys, sync=False)
+        wait(futures)
+        return time.perf_counter() - start
+
+    out = {}
+    for design in ("stage", "fused"):
+        run(design, 2)  # warm-up: connections, IPC handles, pools
+        single = [run(design, 1) for _ in range(repeat)]
+        chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
+        out[design] = {"one_awaited_ms": 1e3 * float(np.median(single)),
+                       "chained_per_transpose_ms": 1e3 * float(np.median(chained))}
+    return out
+
+
+def _cupy_ones(shape):
+    import cupy
+
+    return cupy.ones(shape)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpus", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--mib", type=int, nargs="+", default=[64, 1024], help="MiB per GPU")
+    parser.add_argument("--chain", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cpu", action="store_true", help="NumPy on a LocalCluster (smoke test)")
+    parser.add_argument("--raw", nargs=2, type=int, metavar=("GPUS", "MIB"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.raw:  # child process: raw peer copies without any Dask worker in the way
+        print(json.dumps(raw_all_to_all(args.raw[0], args.raw[1], args.repeat)))
+        return
+
+    from distributed import Client
+
+    import daskflow
+
+    results, device = [], "cpu"
+    for gpus in args.gpus:
+        raws = {}
+        if not args.cpu:
+            for mib in args.mib:
+                proc = subprocess.run([sys.executable, __file__, "--raw", str(gpus), str(mib), "--repeat",
+                                       str(args.repeat)], capture_output=True, text=True, check=True)
+                raws[mib] = json.loads(proc.stdout.strip().splitlines()[-1])
+        if args.cpu:
+            from distributed import LocalCluster
+
+            cluster = LocalCluster(n_workers=gpus, threads_per_worker=1, dashboard_address=None)
+        else:
+            from dask_cuda import LocalCUDACluster
+
+            cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol="ucx",
+                                       rmm_pool_size="24GB", rmm_allocator_external_lib_list=["cupy"],
+                                       dashboard_address=None)
+        with cluster, Client(cluster) as client:
+            if not args.cpu:
+                device = client.run(_device_name)
+                device = sorted(set(device.values()))[0]
+            for mib in args.mib:
+                shape = _shape(mib, gpus) if not args.cpu else (64, 64, max(1, mib * 2**20 * gpus // (8 * 64 * 64)))
+                row = {"gpus": gpus, "mib_per_gpu": mib, "shape": list(shape),
+                       **dask_designs(client, shape, gpus, args.chain, args.repeat, args.cpu), **raws.get(mib, {})}
+                if "raw_ms" in row:
+                    for design in ("stage", "fused"):
+                        row[design]["chained_over_raw"] = row[design]["chained_per_transpose_ms"] / row["raw_ms"]
+                results.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    import dask
+    import distributed
+
+    print(json.dumps({"benchmark": "transpose", "device": device, "protocol": "tcp" if args.cpu else "ucx",
+                      "versions": {"daskflow": daskflow.__version__, "dask": dask.__version__,
+                                   "distributed": distributed.__version__},
+                      "targets": "4 GPUs chained: <= 2x raw at 1 GiB per GPU, <= 5 ms at 64 MiB per GPU",
+                      "results": results}, indent=2))
+
+
+def _device_name():
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Distributed solves with CuPy chunks on dask-cuda workers over UCX (2 and 4 GPUs).
+
+Runs on a GPU host with dask-cuda and distributed-ucxx; skips cleanly elsewhere. The client
+process never creates a CUDA context: right-hand sides are made on the host and moved to the GPUs
+inside worker tasks, and results come back through ``.get()`` on the workers.
+"""
+
+import importlib.util
+import os
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from daskflow import Grid, HelmholtzSolver, PoissonSolver
+from daskflow.poisson.distributed import home_chunks
+
+pytestmark = pytest.mark.gpu
+
+GRID = Grid((16, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+CASES = [(("PP", "PP", "NN"), "ccc"), (("NN", "DD", "DN"), "ccc"), (("DN", "PP", "PP"), "ccf"),
+         (("PP", "ND", "DD"), "fcc"), (("DD", "NN", "ND"), "cfc")]
+
+
+def _visible_gpus() -> int:
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
+        return sum(line.startswith("GPU ") for line in out.splitlines())
+    except (OSError, subprocess.CalledProcessError):
+        return 0
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}gpus")
+def cuda_client(request):
+    gpus = request.param
+    if importlib.util.find_spec("dask_cuda") is None or importlib.util.find_spec("cupy") is None:
+        pytest.skip("needs dask-cuda and CuPy")
+    if _visible_gpus() < gpus:
+        pytest.skip(f"needs {gpus} GPUs")
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    protocol = os.environ.get("DASKFLOW_TEST_PROTOCOL", "ucx")
+    with LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=protocol,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _to_gpu(x):
+    import cupy
+
+    return cupy.asarray(x)
+
+
+def _to_host(x):
+    return x.get()
+
+
+@pytest.mark.parametrize("granularity", ["stage", "fused"])
+def test_cupy_chunks_equal_single_array(cuda_client, granularity):
+    gpus = len(cuda_client.scheduler_info()["workers"])
+    b = np.asfortranarray(np.random.default_rng(7).standard_normal(GRID.shape))
+    decompositions = [(1, gpus), (gpus, 1), (2, gpus // 2)]
+    outs, refs = [], []
+    for bc, stagger in CASES:
+        for method in ("ptdma", "ftm"):
+            for pencils in decompositions:
+                solver = PoissonSolver(GRID, bc, stagger, method, pencils, granularity=granularity)
+                gpu_b = da.from_array(b, chunks=home_chunks(solver)).map_blocks(_to_gpu, dtype=float)
+                outs.append(solver.solve(gpu_b).map_blocks(_to_host, dtype=float))
+                refs.append(solver.solve(b))
+        helm = HelmholtzSolver(GRID, bc, stagger, alpha=0.3, method="ptdma", pencils=(1, gpus),
+                               granularity=granularity)
+        gpu_b = da.from_array(b, chunks=home_chunks(helm)).map_blocks(_to_gpu, dtype=float)
+        outs.append(helm.solve(gpu_b).map_blocks(_to_host, dtype=float))
+        refs.append(helm.solve(b))
+    results = cuda_client.gather(cuda_client.compute(outs))
+    for x, ref in zip(results, refs, strict=True):
+        np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12 * np.abs(ref).max())

@@ -122,7 +122,9 @@ class DirectExecutor:
             return
 
         async def send_all():
-            await asyncio.gather(*(self.worker.rpc(address).daskflow_put(tag=tag, piece=to_serialize(piece))
+            # fire and forget: the receiver's mailbox is the acknowledgement, no reply round trip
+            await asyncio.gather(*(self.worker.rpc(address).daskflow_put(tag=tag, piece=to_serialize(piece),
+                                                                          reply=False)
                                    for address, tag, piece in remote))
 
         _sync(self.worker, send_all)

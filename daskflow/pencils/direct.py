@@ -8,8 +8,9 @@ shuffle moves shards outside the scheduler. A solve is then ``n_workers`` tasks 
 
 Pieces land in a per-worker :class:`Mailbox` (installed by :class:`MailboxPlugin`) keyed by run,
 exchange number, source and destination chunk; the algorithm code is the same on every worker, so
-exchange numbers agree without coordination. Waiting tasks secede from the worker's thread pool,
-so two solves in flight on a one-thread worker cannot deadlock.
+exchange numbers agree without coordination. A fused task secedes from the worker's thread pool
+for its whole run (once, not per exchange: each secession is a message to the scheduler), so two
+solves in flight on a one-thread worker cannot deadlock.
 """
 
 from __future__ import annotations
@@ -130,14 +131,7 @@ class DirectExecutor:
         _sync(self.worker, send_all)
 
     def _wait(self, tags) -> list:
-        from distributed import rejoin, secede
-
-        mailbox = self.worker.daskflow_mailbox
-        secede()
-        try:
-            return mailbox.take(tags, self.timeout)
-        finally:
-            rejoin()
+        return self.worker.daskflow_mailbox.take(tags, self.timeout)
 
 
 def _sync(worker, coroutine_function) -> None:
@@ -154,7 +148,7 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
     maps chunk index to output block.
     """
-    from distributed import get_worker
+    from distributed import get_worker, rejoin, secede
 
     from daskflow.pencils.graph import chunk_owner
 
@@ -162,4 +156,10 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
     ex = DirectExecutor(plan, worker, run_id, owner)
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
-    return algorithm(ex, plan, blocks, *setup)
+    if len(workers) == 1:
+        return algorithm(ex, plan, blocks, *setup)
+    secede()
+    try:
+        return algorithm(ex, plan, blocks, *setup)
+    finally:
+        rejoin()

@@ -31,11 +31,14 @@ class DaskExecutor:
     """Build the graph of an algorithm run.
 
     ``plan`` is a reference to the plan in the graph (a ``Future`` or a key), ``token`` makes keys
-    unique per run, ``owner(key)`` gives a chunk's worker (``None``: no placement).
+    unique per run, ``owner(key)`` gives a chunk's worker (``None``: no placement) and
+    ``block_index(key)`` the Dask-array block index of a chunk's output key (x-pencils: ``(0, p, q)``).
     """
 
-    def __init__(self, plan, token: str, owner: Callable | None = None) -> None:
+    def __init__(self, plan, token: str, owner: Callable | None = None,
+                 block_index: Callable = lambda k: (0, *k)) -> None:
         self.plan = plan
+        self.block_index = block_index  # chunk (p, q) -> index of its output key in a Dask array
         self.token = token
         self.owner = owner
         self.graph: dict = {}
@@ -55,7 +58,7 @@ class DaskExecutor:
         name = self._name(chain[-1].__name__.replace("_", "-"))
         out = {}
         for k in keys:
-            task_key = (name, 0, *k)
+            task_key = (name, *self.block_index(k))
             self.graph[task_key] = (run_chain, self.plan, k, list(chain), blocks[k], *(e[k] for e in extras))
             self._place(task_key, k)
             out[k] = task_key
@@ -76,7 +79,7 @@ class DaskExecutor:
             if join is None:
                 out[d] = pieces
                 continue
-            task_key = (join_name, 0, *d)
+            task_key = (join_name, *self.block_index(d))
             self.graph[task_key] = (run_chain, self.plan, d, list(join), pieces, *(e[d] for e in extras))
             self._place(task_key, d)
             out[d] = task_key

@@ -2,6 +2,7 @@
 
 from daskflow.grid import Grid
 from daskflow.poisson import HelmholtzSolver, PoissonSolver
+from daskflow.simulation import Simulation
 
 __version__ = "0.1.0"
-__all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "__version__"]
+__all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "Simulation", "__version__"]

@@ -1,0 +1,154 @@
+"""Run configuration: schema, defaults and validation (errors name the offending key).
+
+A configuration is a dict (or a YAML file) with the sections ``grid``, ``physics``, ``boundaries``,
+``time``, ``initial`` and ``solver``. Unknown keys are errors; missing keys take the defaults
+below. :func:`load` returns a complete, validated, plain-data dict (JSON-serialisable), so it can be
+stored with the output and compared on restart. Nothing is executed: YAML is read with
+``yaml.safe_load``.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+from pathlib import Path
+from typing import Any
+
+from daskflow.bc import BC_PAIRS
+from daskflow.grid import Z_CLUSTERS
+from daskflow.ns.boundaries import PRESETS
+
+FORCING = ("none", "pressure_gradient", "flow_rate")
+IMPLICIT = ("none", "z", "xyz")
+INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
+POISSON = ("ptdma", "ftm")
+DTYPES = ("float64", "float32")
+DEVICES = ("auto", "cpu", "gpu")
+
+DEFAULTS: dict[str, Any] = {
+    "grid": {"shape": [32, 32, 32], "lengths": [1.0, 1.0, 1.0], "z_stretch": 0.0, "z_cluster": "both"},
+    "physics": {"nu": 1.0e-3, "forcing": {"kind": "none", "value": [0.0, 0.0]}},
+    "boundaries": {"preset": "channel"},
+    "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
+    "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0]},
+    "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
+}
+COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
+
+
+def _fail(path: str, message: str):
+    raise ValueError(f"config {path}: {message}")
+
+
+def _merge(defaults: dict, given: dict, path: str) -> dict:
+    if not isinstance(given, dict):
+        _fail(path or "(root)", f"must be a mapping, got {type(given).__name__}")
+    out = copy.deepcopy(defaults)
+    for key, value in given.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in defaults:
+            _fail(where, f"unknown key (allowed: {', '.join(sorted(defaults))})")
+        if isinstance(defaults[key], dict) and key != "boundaries":
+            out[key] = _merge(defaults[key], value if value is not None else {}, where)
+        else:
+            out[key] = value
+    return out
+
+
+def _number(value, path: str, positive: bool = False, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        _fail(path, f"must be a number, got {value!r}")
+    if positive and not value > 0:
+        _fail(path, f"must be positive, got {value!r}")
+    if minimum is not None and value < minimum:
+        _fail(path, f"must be >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def _vector(value, n: int, path: str, kind=float, positive: bool = False) -> list:
+    if not isinstance(value, (list, tuple)) or len(value) != n:
+        _fail(path, f"must be a list of {n} {'integers' if kind is int else 'numbers'}, got {value!r}")
+    if kind is int:
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+            _fail(path, f"must be {n} positive integers, got {value!r}")
+        return [int(v) for v in value]
+    return [_number(v, f"{path}[{i}]", positive=positive) for i, v in enumerate(value)]
+
+
+def _choice(value, allowed, path: str):
+    if value not in allowed:
+        _fail(path, f"must be one of {', '.join(map(str, allowed))}; got {value!r}")
+    return value
+
+
+def _boundaries(section) -> dict:
+    if not isinstance(section, dict):
+        _fail("boundaries", "must be a mapping")
+    for key, value in section.items():
+        if key == "preset":
+            _choice(value, PRESETS, "boundaries.preset")
+        elif key in ("u", "v", "w", "p"):
+            if not isinstance(value, dict):
+                _fail(f"boundaries.{key}", "must be a mapping")
+            allowed = {"x", "y", "z"} if key == "p" else COMPONENT_KEYS
+            for sub, entry in value.items():
+                where = f"boundaries.{key}.{sub}"
+                if sub not in allowed:
+                    _fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                if sub in ("x", "y", "z"):
+                    _choice(entry, BC_PAIRS, where)
+                else:
+                    value[sub] = _vector(entry, 2, where)
+        else:
+            _fail(f"boundaries.{key}", "unknown key (allowed: preset, u, v, w, p)")
+    return section
+
+
+def validate(config: dict) -> dict:
+    """A complete validated copy of ``config`` (a dict); raises ``ValueError`` naming the key."""
+    cfg = _merge(DEFAULTS, config, "")
+    g = cfg["grid"]
+    g["shape"] = _vector(g["shape"], 3, "grid.shape", int)
+    g["lengths"] = _vector(g["lengths"], 3, "grid.lengths", positive=True)
+    g["z_stretch"] = _number(g["z_stretch"], "grid.z_stretch", minimum=0.0)
+    _choice(g["z_cluster"], Z_CLUSTERS, "grid.z_cluster")
+    ph = cfg["physics"]
+    ph["nu"] = _number(ph["nu"], "physics.nu", positive=True)
+    _choice(ph["forcing"]["kind"], FORCING, "physics.forcing.kind")
+    ph["forcing"]["value"] = _vector(ph["forcing"]["value"], 2, "physics.forcing.value")
+    cfg["boundaries"] = _boundaries(copy.deepcopy(cfg["boundaries"]) if cfg["boundaries"] else {"preset": "channel"})
+    t = cfg["time"]
+    t["steps"] = None if t["steps"] is None else int(_number(t["steps"], "time.steps", minimum=0))
+    for key in ("end_time", "dt"):
+        if t[key] is not None:
+            t[key] = _number(t[key], f"time.{key}", positive=True)
+    t["cfl"] = _number(t["cfl"], "time.cfl", positive=True)
+    t["dt_max"] = _number(t["dt_max"], "time.dt_max", positive=True)
+    _choice(t["implicit_diffusion"], IMPLICIT, "time.implicit_diffusion")
+    i = cfg["initial"]
+    _choice(i["kind"], INITIAL, "initial.kind")
+    i["amplitude"] = _number(i["amplitude"], "initial.amplitude", minimum=0.0)
+    i["seed"] = int(_number(i["seed"], "initial.seed", minimum=0))
+    i["value"] = _vector(i["value"], 3, "initial.value")
+    s = cfg["solver"]
+    _choice(s["poisson"], POISSON, "solver.poisson")
+    s["pencils"] = _vector(s["pencils"], 2, "solver.pencils", int)
+    _choice(s["dtype"], DTYPES, "solver.dtype")
+    _choice(s["device"], DEVICES, "solver.device")
+    return cfg
+
+
+def load(source: dict | str | Path) -> dict:
+    """Validated configuration from a dict or a YAML file path."""
+    if isinstance(source, (str, Path)):
+        import yaml
+
+        path = Path(source)
+        if not path.is_file():
+            raise ValueError(f"config file {str(path)!r} does not exist")
+        with path.open() as fh:
+            try:
+                source = yaml.safe_load(fh) or {}
+            except yaml.YAMLError as exc:
+                raise ValueError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+    return validate(source)

@@ -1,0 +1,78 @@
+"""Time step of a turbulent channel on one GPU: wall time per step, ns per point per step, and
+where the time goes (per-stage breakdown). Prints one JSON document with the device name.
+
+    python benchmarks/channel_step.py [--shape 512 256 144] [--steps 10] [--implicit z]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+import numpy as np
+
+
+def _events(cp, fn, repeat: int) -> float:
+    fn()
+    cp.cuda.Device().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(repeat):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) * 1e-3 / repeat
+
+
+def main() -> None:
+    import cupy as cp
+
+    import daskflow
+    from daskflow import Simulation
+    from daskflow.backend import device_name
+    from daskflow.ns import operators as ops
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", type=int, nargs=3, default=[512, 256, 144])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--implicit", default="z", choices=["none", "z", "xyz"])
+    parser.add_argument("--pencils", type=int, nargs=2, default=[1, 1])
+    args = parser.parse_args()
+    config = {
+        "grid": {"shape": args.shape, "lengths": [12.0, 6.0, 2.0], "z_stretch": 2.0},
+        "physics": {"nu": 1 / 5600 * 2, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
+        "boundaries": {"preset": "channel"},
+        "initial": {"kind": "turbulent_channel", "amplitude": 0.2, "seed": 0},
+        "time": {"cfl": 0.9, "dt_max": 0.01, "implicit_diffusion": args.implicit},
+        "solver": {"poisson": "ptdma", "pencils": args.pencils, "device": "gpu"},
+    }
+    sim = Simulation(config)
+    sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
+    step = _events(cp, lambda: sim.run(steps=1), args.steps)
+    points = int(np.prod(args.shape))
+    st, stepper = sim.state, sim.stepper
+    padded = stepper.padded(st)
+    rhs = cp.asfortranarray(cp.random.default_rng(0).standard_normal(sim.grid.shape))
+    breakdown = {
+        "pad_velocity_ms": _events(cp, lambda: stepper.padded(st), 5),
+        "explicit_terms_ms": _events(cp, lambda: stepper.explicit_terms(padded), 5),
+        "divergence_ms": _events(cp, lambda: ops.divergence(*padded, stepper.metrics), 5),
+        "poisson_solve_ms": _events(cp, lambda: stepper.poisson.solve(rhs), 5),
+    }
+    if args.implicit != "none":
+        breakdown["implicit_solve_one_component_ms"] = _events(
+            cp, lambda: stepper._implicit_solve(rhs, 0, 1e-3), 5)
+    breakdown = {k: 1e3 * v for k, v in breakdown.items()}
+    print(json.dumps({
+        "benchmark": "channel_step", "device": device_name(cp), "shape": args.shape,
+        "lengths": [12.0, 6.0, 2.0], "implicit_diffusion": args.implicit, "pencils": args.pencils,
+        "seconds_per_step": step, "ns_per_point_per_step": step / points * 1e9,
+        "per_substep_breakdown_ms": breakdown, "substeps_per_step": 3,
+        "divergence_max": sim.divergence_max(), "target": "<= 2 ns per point per step on one H100",
+        "versions": {"daskflow": daskflow.__version__, "cupy": cp.__version__, "python": platform.python_version()},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

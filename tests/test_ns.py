@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from daskflow import Simulation
+from daskflow.backend import to_numpy
 from daskflow.ns import operators as ops
 
 CHANNEL = {
@@ -30,7 +31,7 @@ def test_divergence_free_after_every_step_on_stretched_channel(implicit):
     dx = min(sim.grid.dx, sim.grid.dy, sim.grid.dzf.min())
     for _ in range(8):
         sim.run(steps=1)
-        velocity = float(abs(sim.state.u).max())
+        velocity = float(abs(to_numpy(sim.state.u)).max())
         assert sim.divergence_max() * dx / velocity < 1e-11
 
 
@@ -51,8 +52,8 @@ def _tg_errors(sim):
     u_exact = np.sin(xu) * np.cos(zu) * decay
     xc, zc = g.xc[:, None, None], g.zc[None, None, :]
     p_exact = (np.cos(2 * xc) + np.cos(2 * zc)) / 4 * decay**2
-    p = np.asarray(sim.state.p)
-    u_err = np.abs(np.asarray(sim.state.u) - u_exact).max()
+    p = to_numpy(sim.state.p)
+    u_err = np.abs(to_numpy(sim.state.u) - u_exact).max()
     p_err = np.abs((p - p.mean()) - (p_exact - p_exact.mean())).max()
     return u_err, p_err
 
@@ -90,9 +91,9 @@ def test_laminar_channel_stays_on_the_analytic_profile(stretch):
     for nz in (16, 32):
         cfg = _cfg(LAMINAR, grid={"shape": [4, 4, nz], "z_stretch": stretch}, initial={"kind": "poiseuille"})
         sim = Simulation(cfg)
-        exact = np.asarray(sim.state.u).copy()
+        exact = to_numpy(sim.state.u).copy()
         sim.run(steps=20)
-        errors.append(np.abs(np.asarray(sim.state.u) - exact).max() / exact.max())
+        errors.append(np.abs(to_numpy(sim.state.u) - exact).max() / exact.max())
     print("laminar channel, stay:", errors)
     assert errors[1] < 1e-2 and (errors[1] < 1e-13 or errors[0] / errors[1] > 3.5)
 
@@ -103,7 +104,7 @@ def test_laminar_channel_relaxes_from_rest(stretch):
     sim = Simulation(cfg)
     target = Simulation(_cfg(cfg, initial={"kind": "poiseuille"})).state.u
     sim.run(until=80.0)  # 20 viscous times lz^2 / nu / pi^2
-    error = np.abs(np.asarray(sim.state.u) - np.asarray(target)).max() / np.asarray(target).max()
+    error = np.abs(to_numpy(sim.state.u) - to_numpy(target)).max() / to_numpy(target).max()
     assert error < 5e-3
 
 
@@ -113,12 +114,12 @@ def test_couette_relaxes_to_the_linear_profile_and_stays(stretch):
            "physics": {"nu": 0.1}, "boundaries": {"preset": "couette"},
            "time": {"implicit_diffusion": "z", "dt": 0.5}}
     exact = Simulation(_cfg(cfg, initial={"kind": "couette"}))
-    linear = np.asarray(exact.state.u).copy()
+    linear = to_numpy(exact.state.u).copy()
     exact.run(steps=10)
-    assert np.abs(np.asarray(exact.state.u) - linear).max() < 1e-12  # linear profiles are exact
+    assert np.abs(to_numpy(exact.state.u) - linear).max() < 1e-12  # linear profiles are exact
     sim = Simulation(cfg)
     sim.run(until=80.0)
-    assert np.abs(np.asarray(sim.state.u) - linear).max() < 1e-3
+    assert np.abs(to_numpy(sim.state.u) - linear).max() < 1e-3
 
 
 def test_constant_flow_rate_holds_bulk_velocity():
@@ -137,8 +138,8 @@ def test_decomposed_pressure_solves_equal_single_chunk(implicit, poisson, pencil
     reference = Simulation(base).run(steps=20)
     sim = Simulation(_cfg(base, solver={"poisson": poisson, "pencils": pencils})).run(steps=20)
     for name in "uvwp":
-        ref = np.asarray(getattr(reference.state, name))
-        np.testing.assert_allclose(np.asarray(getattr(sim.state, name)), ref, rtol=0,
+        ref = to_numpy(getattr(reference.state, name))
+        np.testing.assert_allclose(to_numpy(getattr(sim.state, name)), ref, rtol=0,
                                    atol=1e-10 * np.abs(ref).max())
     assert sim.u.chunks[1:] == ((4, 4), (12, 12)) if pencils == [2, 2] else True
 
@@ -146,8 +147,8 @@ def test_decomposed_pressure_solves_equal_single_chunk(implicit, poisson, pencil
 def test_set_evaluates_functions_at_staggered_positions():
     sim = Simulation({"grid": {"shape": [4, 3, 5], "lengths": [1.0, 1.0, 1.0]}, "boundaries": {"preset": "periodic"}})
     sim.set(u=lambda x, y, z: x + 0 * y + 0 * z, w=lambda x, y, z: z + 0 * x + 0 * y)
-    np.testing.assert_allclose(np.asarray(sim.state.u)[:, 0, 0], sim.grid.xf[1:])
-    np.testing.assert_allclose(np.asarray(sim.state.w)[0, 0, :], sim.grid.zf[1:])
+    np.testing.assert_allclose(to_numpy(sim.state.u)[:, 0, 0], sim.grid.xf[1:])
+    np.testing.assert_allclose(to_numpy(sim.state.w)[0, 0, :], sim.grid.zf[1:])
     with pytest.raises(ValueError, match="unknown field"):
         sim.set(q=np.zeros((4, 3, 5)))
 

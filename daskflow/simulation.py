@@ -23,6 +23,7 @@ from daskflow.config import load
 from daskflow.grid import Grid
 from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
+from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
 
 
@@ -43,8 +44,9 @@ class Simulation:
         self.xp = gpu or np
         self.client = client
         s = cfg["solver"]
-        self.stepper = Stepper(self.grid, self.boundaries, cfg["physics"]["nu"], cfg["physics"]["forcing"],
-                               cfg["time"]["implicit_diffusion"], s["poisson"], tuple(s["pencils"]), s["dtype"])
+        domain = LocalDomain(self.grid, self.boundaries, s["poisson"], tuple(s["pencils"]), s["dtype"])
+        physics = cfg["physics"]
+        self.stepper = Stepper(domain, physics["nu"], physics["forcing"], cfg["time"]["implicit_diffusion"])
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
         self.state = State(*zeros)
         self._initial()
@@ -73,7 +75,7 @@ class Simulation:
                 raise ValueError(f"set(): {name} must have shape {self.grid.shape}, got {value.shape}")
             setattr(self.state, name, self._array(value))
         for i, name in enumerate(("u", "v", "w")):
-            setattr(self.state, name, self.stepper._keep_walls(getattr(self.state, name), i))
+            setattr(self.state, name, self.stepper.domain.keep_walls(getattr(self.state, name), i))
 
     def _initial(self) -> None:
         ini, physics = self.config["initial"], self.config["physics"]
@@ -152,10 +154,8 @@ class Simulation:
         return self
 
     def divergence_max(self) -> float:
-        from daskflow.ns import operators as ops
-
-        padded = self.stepper.padded(self.state)
-        return float(abs(ops.divergence(*padded, self.stepper.metrics)).max())
+        """Largest |div u| over the cells."""
+        return self.stepper.divergence_max(self.state)
 
     def bulk_velocity(self) -> float:
         return self.stepper.bulk_velocity(self.state.u)

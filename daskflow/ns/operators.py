@@ -44,32 +44,47 @@ def _take(a, axis: int, index):
     return a[tuple(sl)]
 
 
+def ghost_plane(a, axis: int, side: int, letter: str, value: float, face: bool):
+    """The ghost plane beyond ``side`` (0 lower, 1 upper) of a bounded ``axis`` for one BC letter.
+
+    ``face`` marks the component stored on faces normal to ``axis``: face 0 is the wall itself
+    (D: its value; N: copy of face 1) and the ghost beyond the stored upper face is never used by an
+    update (a copy). Centred values mirror to ``value`` (D) or copy (N).
+    """
+    xp = array_module(a)
+    n = a.shape[axis]
+    edge = _take(a, axis, slice(0, 1) if side == 0 else slice(n - 1, n))
+    if face:
+        return xp.full_like(edge, value) if (side == 0 and letter == "D") else edge
+    return 2 * value - edge if letter == "D" else edge
+
+
+def bc_of(bc) -> tuple:
+    """``(pairs, values)`` of a component's :class:`ComponentBC` or a pressure pair tuple."""
+    return (bc.pairs, bc.values) if isinstance(bc, ComponentBC) else (tuple(bc), ((0.0, 0.0),) * 3)
+
+
+def pad_axis(a, axis: int, pair: str, values, face: bool):
+    """``a`` with one ghost layer on both sides of ``axis`` (periodic: wrap)."""
+    xp = array_module(a)
+    n = a.shape[axis]
+    if pair == "PP":
+        lo, hi = _take(a, axis, slice(n - 1, n)), _take(a, axis, slice(0, 1))
+    else:
+        lo, hi = (ghost_plane(a, axis, side, pair[side], values[side], face) for side in (0, 1))
+    return xp.concatenate([lo, a, hi], axis=axis)
+
+
 def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None):
     """``a`` with one ghost layer per side filled from the boundary conditions.
 
     ``bc`` is a velocity component's :class:`ComponentBC` (with ``component`` its axis, 0-2) or,
     for the pressure, a tuple of pairs (Neumann: copy; Dirichlet: mirror to zero; homogeneous).
+    Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes.
     """
-    xp = array_module(a)
-    pairs, values = (bc.pairs, bc.values) if isinstance(bc, ComponentBC) else (bc, ((0.0, 0.0),) * 3)
+    pairs, values = bc_of(bc)
     for axis in range(3):
-        n = a.shape[axis]
-        first, last = _take(a, axis, slice(0, 1)), _take(a, axis, slice(n - 1, n))
-        if pairs[axis] == "PP":
-            lo, hi = last, first
-        else:
-            face = axis == component  # the component's normal axis: stored on faces
-            ghosts = []
-            for side, (letter, value, edge) in enumerate(zip(pairs[axis], values[axis], (first, last), strict=True)):
-                if face and side == 0:
-                    # face 0 is the wall itself (D: its value) or copies face 1 (N)
-                    ghosts.append(xp.full_like(edge, value) if letter == "D" else edge)
-                elif face:
-                    ghosts.append(edge)  # beyond the stored boundary face: never used by an update
-                else:
-                    ghosts.append(2 * value - edge if letter == "D" else edge)
-            lo, hi = ghosts
-        a = xp.concatenate([lo, a, hi], axis=axis)
+        a = pad_axis(a, axis, pairs[axis], values[axis], axis == component)
     return a
 
 

@@ -1,0 +1,303 @@
+"""Where the stepper's fields live: one whole array in this process, or one pencil per worker.
+
+The RK3 stepper (:mod:`daskflow.ns.stepper`) is written once against a *domain* that supplies
+the operations that depend on the layout: padding with halos (boundary conditions at the domain's
+edges, neighbours' planes inside), the pressure and implicit solves, the wall faces it owns, and
+global reductions.
+
+* :class:`LocalDomain`: the whole field in one NumPy/CuPy array.
+* :class:`ChunkDomain`: the pencil ``(p, q)`` of one worker inside a fused task; halos, reductions
+  and the solves' transposes go through a :class:`~daskflow.pencils.direct.DirectExecutor`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daskflow import tridiagonal
+from daskflow.backend import array_module
+from daskflow.bc import Boundaries
+from daskflow.grid import Grid
+from daskflow.ns import operators as ops
+from daskflow.ns.boundaries import ComponentBC, FlowBoundaries
+from daskflow.poisson import HelmholtzSolver, PoissonSolver
+from daskflow.stencils import Tridiagonal
+
+
+def _fortran(a):
+    return array_module(a).asfortranarray(a)
+
+
+def scaled_z_operator(bcs: FlowBoundaries, grid: Grid, component: int, alpha: float) -> Tridiagonal:
+    """``I - alpha L_z`` for one velocity component (its z BC and placement)."""
+    c = bcs.components[component]
+    op = Boundaries.parse(c.pairs, c.stagger(component)).laplacian_1d(2, grid.dzf)
+    return Tridiagonal(-alpha * op.lower, 1.0 - alpha * op.diag, -alpha * op.upper, op.periodic)
+
+
+def wall_face(f, component: int, bc: ComponentBC):
+    """Reset the stored upper boundary face of a bounded normal axis (D: value, N: copy)."""
+    pair = bc.pairs[component]
+    sl = [slice(None)] * 3
+    sl[component] = slice(-1, None)
+    if pair[1] == "D":
+        f[tuple(sl)] = bc.values[component][1]
+    else:
+        below = [slice(None)] * 3
+        below[component] = slice(-2, -1)
+        f[tuple(sl)] = f[tuple(below)]
+    return f
+
+
+@dataclass
+class LocalDomain:
+    """The whole field in this process."""
+
+    grid: Grid
+    bcs: FlowBoundaries
+    poisson_method: str = "ptdma"
+    pencils: tuple[int, int] = (1, 1)
+    dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        self.metrics = ops.Metrics.of(self.grid, self.bcs.periodic(2))
+        self.poisson = PoissonSolver(self.grid, self.bcs.p, "ccc", self.poisson_method, self.pencils, self.dtype)
+        self._helmholtz: dict = {}
+
+    def pad(self, a, bc, component=None):
+        return ops.pad(a, bc, component)
+
+    def pad_velocity(self, fields):
+        return [self.pad(f, self.bcs.components[i], i) for i, f in enumerate(fields)]
+
+    def solve_pressure(self, rhs):
+        return self.poisson.solve(_fortran(rhs))
+
+    def keep_walls(self, f, component: int):
+        if self.bcs.components[component].pairs[component] == "PP":
+            return f
+        return wall_face(f, component, self.bcs.components[component])
+
+    def implicit_z(self, increment, component: int, alpha: float):
+        op = scaled_z_operator(self.bcs, self.grid, component, alpha)
+        m = op.diag.size
+        xp = array_module(increment)
+        cols = xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
+        tridiagonal.solve_shifted(cols, op, 0.0)
+        out = increment.copy()
+        out[:, :, :m] = xp.moveaxis(cols, 0, 2)
+        return out
+
+    def implicit_xyz(self, increment, component: int, alpha: float):
+        bc = self.bcs.components[component]
+        key = (component, round(alpha, 15))
+        if key not in self._helmholtz:
+            self._helmholtz = {k: v for k, v in self._helmholtz.items() if k[0] != component}
+            self._helmholtz[key] = HelmholtzSolver(self.grid, bc.pairs, bc.stagger(component), alpha,
+                                                   self.poisson_method, self.pencils, self.dtype)
+        return self._helmholtz[key].solve(_fortran(increment))
+
+    def dz(self):
+        return self.grid.dzf
+
+    def allreduce(self, value: float, op: str) -> float:
+        return float(value)
+
+
+def weighted_sum(u, dz) -> float:
+    """``sum(u * dz)`` over a field with z widths ``dz`` (a host float)."""
+    xp = array_module(u)
+    return float((u * xp.asarray(dz)[None, None, :]).sum())
+
+
+# ---------------------------------------------------------------------------- one pencil per worker
+
+
+def _halo_sources(key, axis: int, counts, periodic: bool) -> list:
+    """Neighbours of chunk ``key`` along ``axis`` (1: y, 2: z) that send it halo planes."""
+    index, n = key[axis - 1], counts[axis - 1]
+    out = []
+    for step in (-1, 1):
+        j = index + step
+        if periodic:
+            j %= n
+        if 0 <= j < n:
+            other = list(key)
+            other[axis - 1] = j
+            if tuple(other) not in out:
+                out.append(tuple(other))
+    return out
+
+
+def _cut_halos(domain, src, blocks, dst):
+    """Planes of ``src``'s padded fields that ``dst`` needs along the exchange axis."""
+    axis, counts = domain._axis, domain.counts
+    n, i_src, i_dst = counts[axis - 1], src[axis - 1], dst[axis - 1]
+    planes = {}
+    for name, a in blocks.items():
+        size = a.shape[axis]
+        if (i_dst - 1) % n == i_src:  # src is below dst: its top plane is dst's lower ghost
+            planes[(name, 0)] = ops._take(a, axis, slice(size - 1, size)).copy()
+        if (i_dst + 1) % n == i_src:
+            planes[(name, 1)] = ops._take(a, axis, slice(0, 1)).copy()
+    return planes
+
+
+class ChunkDomain:
+    """The pencil ``(p, q)`` owned by this worker, inside a fused task (one chunk per worker)."""
+
+    def __init__(self, ns_plan, worker, run_id: str, workers: list[str]) -> None:
+        from daskflow.pencils.direct import DirectExecutor
+        from daskflow.pencils.graph import chunk_owner
+
+        self.plan = ns_plan
+        self.grid, self.bcs = ns_plan.grid, ns_plan.bcs
+        self.poisson_plan = ns_plan.poisson_plan
+        dec = self.poisson_plan.decomposition
+        self.dec, self.counts = dec, dec.pencils
+        self.owner = lambda k: chunk_owner(k, workers, dec.pz)  # noqa: E731
+        mine = [k for k in dec.indices if self.owner(k) == worker.address]
+        if len(mine) != 1:
+            raise ValueError(f"solver.pencils {dec.pencils} must give exactly one chunk per worker "
+                             f"({len(workers)} workers)")
+        self.key = mine[0]
+        p, q = self.key
+        self.z = dec.z[q]
+        full = ops.Metrics.of(self.grid, self.bcs.periodic(2))
+        self.metrics = ops.Metrics(full.dx, full.dy, full.dzf[self.z.start:self.z.stop + 2],
+                                   full.dzc[self.z.start:self.z.stop + 1])
+        self.worker, self.run_id = worker, run_id
+        self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner)
+        self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner)
+        self._solves = 0
+        self._pressure_setup = self._ptdma_setup(self.poisson_plan)
+
+    # ---------------------------------------------------------------- halos
+
+    def _exchange_axis(self, blocks: dict, bcs: dict, axis: int) -> dict:
+        """Pad every field of ``blocks`` along ``axis`` with neighbours' planes or wall ghosts."""
+        periodic = self.bcs.periodic(axis)
+        self._axis = axis
+        sources = lambda d: _halo_sources(d, axis, self.counts, periodic)  # noqa: E731
+        pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, sources, _cut_halos, None)[self.key]
+        received = {}
+        for piece in pieces:
+            received.update(piece)
+        out = {}
+        for name, a in blocks.items():
+            xp = array_module(a)
+            (pairs, values), component = bcs[name]
+            ghosts = []
+            for side in (0, 1):
+                if (name, side) in received:
+                    ghosts.append(received[(name, side)])
+                else:
+                    ghosts.append(ops.ghost_plane(a, axis, side, pairs[axis][side], values[axis][side],
+                                                  component == axis))
+            out[name] = xp.concatenate([ghosts[0], a, ghosts[1]], axis=axis)
+        return out
+
+    def pad_many(self, fields: dict, bcs: dict) -> dict:
+        """``fields[name]`` padded by one cell, ``bcs[name] = ((pairs, values), component)``."""
+        blocks = {name: ops.pad_axis(a, 0, bcs[name][0][0][0], bcs[name][0][1][0], bcs[name][1] == 0)
+                  for name, a in fields.items()}
+        for axis in (1, 2):
+            blocks = self._exchange_axis(blocks, bcs, axis)
+        return blocks
+
+    def pad(self, a, bc, component=None):
+        return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]
+
+    def pad_velocity(self, fields):
+        names = ("u", "v", "w")
+        bcs = {n: (ops.bc_of(self.bcs.components[i]), i) for i, n in enumerate(names)}
+        out = self.pad_many(dict(zip(names, fields, strict=True)), bcs)
+        return [out[n] for n in names]
+
+    # ---------------------------------------------------------------- reductions and walls
+
+    def allreduce(self, value: float, op: str) -> float:
+        combine = {"sum": sum, "max": max}[op]
+        out = self.ex.exchange({self.key: float(value)}, self.dec.indices, lambda d: self.dec.indices,
+                               lambda plan, s, block, d: block, None)[self.key]
+        return float(combine(out))
+
+    def keep_walls(self, f, component: int):
+        bc = self.bcs.components[component]
+        if bc.pairs[component] == "PP":
+            return f
+        if component > 0 and self.key[component - 1] != self.counts[component - 1] - 1:
+            return f  # the upper wall face belongs to the last chunk along that axis
+        return wall_face(f, component, bc)
+
+    def dz(self):
+        return self.grid.dzf[self.z]
+
+    # ---------------------------------------------------------------- solves
+
+    def _ptdma_setup(self, plan):
+        from daskflow.backend import cupy_or_none
+        from daskflow.poisson import stages
+
+        xp_name = "cupy" if self.plan.device == "gpu" and cupy_or_none() is not None else "numpy"
+        if plan.method != "ptdma" or plan.decomposition.pz == 1:
+            return ()
+        coefficients = {self.key: stages.ptdma_setup(plan, self.key, xp_name)}
+        factors = {k: stages.reduced_factor(plan, k, xp_name)
+                   for k in plan.decomposition.reduced_indices() if self.owner(k) == self.worker.address}
+        return coefficients, factors
+
+    def _spectral_solve(self, plan, executor, rhs, setup):
+        from daskflow.poisson import algorithms, stages
+
+        head, tail = [stages.to_memory_order], [stages.to_logical_order]
+        if setup:
+            out = algorithms.ptdma(executor, plan, {self.key: rhs}, *setup, head=head, tail=tail)
+        else:
+            out = algorithms.ftm(executor, plan, {self.key: rhs}, head=head, tail=tail)
+        return array_module(rhs).ascontiguousarray(out[self.key])
+
+    def solve_pressure(self, rhs):
+        return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure_setup)
+
+    def implicit_xyz(self, increment, component: int, alpha: float):
+        from daskflow.pencils.direct import DirectExecutor
+        from daskflow.poisson.plan import SpectralPlan
+
+        bc = self.bcs.components[component]
+        plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
+                            self.poisson_plan.method, self.poisson_plan.pencils, self.poisson_plan.dtype)
+        self._solves += 1
+        executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner)
+        return self._spectral_solve(plan, executor, increment, self._ptdma_setup(plan))
+
+    def implicit_z(self, increment, component: int, alpha: float):
+        """``(I - alpha L_z)`` solve along z across the ``pz`` chunks of this column group: local
+        cyclic reduction, all-gather of the boundary rows inside the group, reduced solve,
+        reconstruction; no full-field transpose."""
+        op = scaled_z_operator(self.bcs, self.grid, component, alpha)
+        xp = array_module(increment)
+        p, q = self.key
+        pz = self.counts[1]
+        m_global = op.diag.size
+        rows = [slice(self.dec.z[i].start, min(self.dec.z[i].stop, m_global)) for i in range(pz)]
+        m = rows[q].stop - rows[q].start
+        cols = xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
+        if pz == 1:
+            tridiagonal.solve_shifted(cols, op, 0.0)
+        else:
+            shift = xp.zeros(cols.shape[1] * cols.shape[2])
+            chunks = [tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift) for r in rows]
+            boundary = tridiagonal.reduce(cols, chunks[q]).reshape(-1, shift.size)
+            column_group = lambda d: [(d[0], i) for i in range(pz)]  # noqa: E731
+            pieces = self.ex.exchange({self.key: boundary}, self.dec.indices, column_group,
+                                      lambda plan, s, block, d: block, None)[self.key]
+            reduced = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), op.periodic)
+            x = reduced.solve(xp.concatenate(pieces))
+            offset = sum(1 if r.stop - r.start == 1 else 2 for r in rows[:q])
+            count = 1 if m == 1 else 2
+            tridiagonal.reconstruct(cols, x[offset].reshape(cols.shape[1:]),
+                                    x[offset + count - 1].reshape(cols.shape[1:]), chunks[q])
+        out = increment.copy()
+        out[:, :, :m] = xp.moveaxis(cols, 0, 2)
+        return out

@@ -1,7 +1,11 @@
-"""Time step of a turbulent channel on one GPU: wall time per step, ns per point per step, and
-where the time goes (per-stage breakdown). Prints one JSON document with the device name.
+"""Time step of a turbulent channel: wall time per step, ns per point per step, and where the time
+goes (per-stage breakdown on one GPU). Prints one JSON document with the device name.
 
     python benchmarks/channel_step.py [--shape 512 256 144] [--steps 10] [--implicit z]
+    python benchmarks/channel_step.py --gpus 4 ...   # y scaled by 4, one y-slab per GPU worker (UCX)
+
+With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
+``LocalCUDACluster`` with one pencil per GPU (pencils (N, 1) unless ``--pencils`` says otherwise).
 """
 
 from __future__ import annotations
@@ -25,7 +29,61 @@ def _events(cp, fn, repeat: int) -> float:
     return cp.cuda.get_elapsed_time(start, stop) * 1e-3 / repeat
 
 
+def _config(shape, implicit, pencils) -> dict:
+    return {
+        "grid": {"shape": list(shape), "lengths": [12.0, 6.0 * shape[1] / 256, 2.0], "z_stretch": 2.0},
+        "physics": {"nu": 1 / 5600 * 2, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
+        "boundaries": {"preset": "channel"},
+        "initial": {"kind": "turbulent_channel", "amplitude": 0.2, "seed": 0},
+        "time": {"cfl": 0.9, "dt_max": 0.01, "implicit_diffusion": implicit},
+        "solver": {"poisson": "ptdma", "pencils": list(pencils), "device": "gpu"},
+    }
+
+
+def distributed(args) -> dict:
+    """Weak scaling point: ``args.gpus`` GPU workers, ny scaled, one pencil per worker."""
+    import time
+
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    from daskflow import Simulation
+
+    shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
+    pencils = args.pencils if args.pencils != [1, 1] else [args.gpus, 1]
+    with LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(args.gpus))), protocol="ucx",
+                          rmm_pool_size="40GB", rmm_allocator_external_lib_list=["cupy"],
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+        sim = Simulation(_config(shape, args.implicit, pencils), client=client)
+        sim.run(steps=2)
+        start = time.perf_counter()
+        sim.run(steps=args.steps)
+        seconds = (time.perf_counter() - start) / args.steps
+        device = sorted(set(client.run(_device_name).values()))[0]
+        return {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
+                "pencils": pencils, "implicit_diffusion": args.implicit, "seconds_per_step": seconds,
+                "ns_per_point_per_step": seconds / np.prod(shape) * 1e9, "divergence_max": sim.divergence_max(),
+                "note": "one fused task per worker per run; all steps of a run inside it"}
+
+
+def _device_name():
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", type=int, nargs=3, default=[512, 256, 144])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--implicit", default="z", choices=["none", "z", "xyz"])
+    parser.add_argument("--pencils", type=int, nargs=2, default=[1, 1])
+    parser.add_argument("--gpus", type=int, default=1)
+    args = parser.parse_args()
+    if args.gpus > 1:
+        print(json.dumps(distributed(args), indent=2))
+        return
     import cupy as cp
 
     import daskflow
@@ -33,21 +91,7 @@ def main() -> None:
     from daskflow.backend import device_name
     from daskflow.ns import operators as ops
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--shape", type=int, nargs=3, default=[512, 256, 144])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--implicit", default="z", choices=["none", "z", "xyz"])
-    parser.add_argument("--pencils", type=int, nargs=2, default=[1, 1])
-    args = parser.parse_args()
-    config = {
-        "grid": {"shape": args.shape, "lengths": [12.0, 6.0, 2.0], "z_stretch": 2.0},
-        "physics": {"nu": 1 / 5600 * 2, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
-        "boundaries": {"preset": "channel"},
-        "initial": {"kind": "turbulent_channel", "amplitude": 0.2, "seed": 0},
-        "time": {"cfl": 0.9, "dt_max": 0.01, "implicit_diffusion": args.implicit},
-        "solver": {"poisson": "ptdma", "pencils": args.pencils, "device": "gpu"},
-    }
-    sim = Simulation(config)
+    sim = Simulation(_config(args.shape, args.implicit, args.pencils))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
     step = _events(cp, lambda: sim.run(steps=1), args.steps)
     points = int(np.prod(args.shape))

@@ -5,10 +5,13 @@
     sim.u, sim.v, sim.w, sim.p          # Dask arrays, logical shape (nx, ny, nz)
     sim.time, sim.step, sim.dt
 
-The configuration schema is :mod:`daskflow.config`. Fields are stored on the device chosen by
-``solver.device`` (CuPy on a GPU, NumPy otherwise) and advanced in this process by the RK3
-projection stepper of :mod:`daskflow.ns.stepper`; the pressure and implicit-diffusion solves use the
-configured ``solver.poisson`` method and ``solver.pencils`` decomposition.
+The configuration schema is :mod:`daskflow.config`. Without a client, fields are stored on the
+device chosen by ``solver.device`` (CuPy on a GPU, NumPy otherwise) and advanced in this process
+by the RK3 projection stepper of :mod:`daskflow.ns.stepper` (the pressure and implicit solves use
+``solver.poisson`` and emulate ``solver.pencils``). With a ``distributed`` client, every worker owns
+one pencil (``py * pz`` must equal the number of workers) and each ``run`` is one task per worker
+that advances its pencil, exchanging halos and solver pieces directly with the other workers
+(:mod:`daskflow.ns.distributed`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
 from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
+
+
+def _has_gpu() -> bool:
+    return cupy_or_none() is not None
+
+
+def _clock(pencil: dict) -> tuple:
+    return pencil["time"], pencil["step"], pencil["dt"], pencil["forcing_gradient"]
 
 
 class Simulation:
@@ -47,9 +58,75 @@ class Simulation:
         domain = LocalDomain(self.grid, self.boundaries, s["poisson"], tuple(s["pencils"]), s["dtype"])
         physics = cfg["physics"]
         self.stepper = Stepper(domain, physics["nu"], physics["forcing"], cfg["time"]["implicit_diffusion"])
+        if client is not None:
+            self.xp = np  # initial fields are built on the host, then scattered as pencils
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
         self.state = State(*zeros)
+        self._pencils: list | None = None
+        self._runs = 0
         self._initial()
+        if client is not None:
+            self._connect(client, device)
+
+    # ------------------------------------------------------------------ cluster
+
+    def _connect(self, client, device: str) -> None:
+        from daskflow.bc import Boundaries
+        from daskflow.ns.distributed import FlowPlan
+        from daskflow.pencils.direct import ensure_mailboxes
+        from daskflow.poisson.plan import SpectralPlan
+
+        cfg = self.config
+        s = cfg["solver"]
+        self._workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        py, pz = s["pencils"]
+        if py * pz != len(self._workers):
+            raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
+                             f"(one pencil per worker); the cluster has {len(self._workers)}")
+        if device == "auto":
+            device = "gpu" if all(client.run(_has_gpu).values()) else "cpu"
+        pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s["poisson"],
+                                (py, pz), np.dtype(s["dtype"]))
+        physics = cfg["physics"]
+        self._flow_plan = FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
+                                   cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device)
+        ensure_mailboxes(client)
+        self._plan_future = client.scatter(self._flow_plan, broadcast=True, hash=False)
+
+    def _owner(self, key) -> str:
+        from daskflow.pencils.graph import chunk_owner
+
+        return chunk_owner(key, self._workers, self.config["solver"]["pencils"][1])
+
+    def _scatter(self) -> None:
+        """Send the host fields as pencils to their workers (after construction or ``set``)."""
+        from daskflow.ns.distributed import to_device
+
+        dec = self._flow_plan.poisson_plan.decomposition
+        self._pencils = []
+        for key in dec.indices:
+            y, z = dec.y[key[0]], dec.z[key[1]]
+            pencil = {name: np.asfortranarray(to_numpy(getattr(self.state, name))[:, y, z]) for name in "uvwp"}
+            pencil.update(history=[], time=self.state.time, step=self.state.step, dt=self.state.dt,
+                          forcing_gradient=self.state.forcing_gradient)
+            owner = self._owner(key)
+            future = self.client.scatter(pencil, workers=[owner], hash=False)
+            self._pencils.append(self.client.submit(to_device, future, self._flow_plan.device, workers=[owner],
+                                                    allow_other_workers=False, pure=False))
+
+    def _submit(self, fn, *args) -> list:
+        from distributed import wait
+
+        if self._pencils is None:
+            self._scatter()
+        self._runs += 1
+        run_id = f"{id(self)}-{self._runs}"
+        dec = self._flow_plan.poisson_plan.decomposition
+        futures = [self.client.submit(fn, self._plan_future, run_id, self._workers, pencil, *args,
+                                      workers=[self._owner(key)], allow_other_workers=False, pure=False)
+                   for key, pencil in zip(dec.indices, self._pencils, strict=True)]
+        wait(futures)
+        return futures
 
     def _check_forcing(self) -> None:
         kind = self.config["physics"]["forcing"]["kind"]
@@ -64,6 +141,10 @@ class Simulation:
     def set(self, **fields: Any) -> None:
         """Set ``u, v, w, p`` from arrays ``(nx, ny, nz)`` or functions ``f(x, y, z)`` evaluated at
         each variable's own staggered position."""
+        if self._pencils is not None:  # on a cluster after a run: bring the current fields back first
+            for name in "uvwp":
+                setattr(self.state, name, np.asfortranarray(to_numpy(self._dask(name).compute())))
+            self._pencils = None
         for name, value in fields.items():
             if name not in ("u", "v", "w", "p"):
                 raise ValueError(f"set(): unknown field {name!r} (allowed: u, v, w, p)")
@@ -95,30 +176,48 @@ class Simulation:
                                                       ini["seed"])
             self.set(u=base + du, v=dv, w=dw)
 
-    def _dask(self, a):
+    def _dask(self, name: str):
+        """Field ``name`` as a Dask array in x-pencil chunks (from the workers' pencils when the
+        simulation runs on a cluster)."""
         import dask.array as da
 
         from daskflow.pencils.layout import split_sizes
 
         py, pz = self.config["solver"]["pencils"]
         nx, ny, nz = self.grid.shape
-        return da.from_array(a, chunks=((nx,), split_sizes(ny, py), split_sizes(nz, pz)), asarray=False)
+        chunks = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
+        if self.client is None or self._pencils is None:
+            return da.from_array(getattr(self.state, name), chunks=chunks, asarray=False)
+        from dask.highlevelgraph import HighLevelGraph
+
+        from daskflow.ns.distributed import field_of
+
+        label = f"daskflow-{name}-{id(self)}-{self._runs}"
+        dec = self._flow_plan.poisson_plan.decomposition
+        graph = {(label, 0, *key): (field_of, pencil, name) for key, pencil in zip(dec.indices, self._pencils,
+                                                                                    strict=True)}
+        meta = np.empty((0, 0, 0), dtype=self.config["solver"]["dtype"])
+        if self._flow_plan.device == "gpu":
+            import cupy
+
+            meta = cupy.empty((0, 0, 0), dtype=meta.dtype)
+        return da.Array(HighLevelGraph.from_collections(label, graph), label, chunks, meta=meta)
 
     @property
     def u(self):
-        return self._dask(self.state.u)
+        return self._dask("u")
 
     @property
     def v(self):
-        return self._dask(self.state.v)
+        return self._dask("v")
 
     @property
     def w(self):
-        return self._dask(self.state.w)
+        return self._dask("w")
 
     @property
     def p(self):
-        return self._dask(self.state.p)
+        return self._dask("p")
 
     @property
     def time(self) -> float:
@@ -134,28 +233,34 @@ class Simulation:
 
     # ------------------------------------------------------------------ running
 
-    def next_dt(self) -> float:
-        t = self.config["time"]
-        return t["dt"] if t["dt"] is not None else self.stepper.stable_dt(self.state, t["cfl"], t["dt_max"])
-
     def run(self, steps: int | None = None, until: float | None = None) -> Simulation:
         """Advance ``steps`` steps (default ``time.steps``) or until time ``until`` (default
         ``time.end_time`` when set); the last step is shortened to land on ``until``."""
+        from daskflow.ns.distributed import advance, run_on_worker
+
         t = self.config["time"]
         until = until if until is not None else (t["end_time"] if steps is None else None)
         steps = steps if steps is not None else (None if until is not None else t["steps"])
-        done = 0
-        while (steps is None or done < steps) and (until is None or self.time < until * (1 - 1e-14)):
-            dt = self.next_dt()
-            if until is not None:
-                dt = min(dt, until - self.time)
-            self.stepper.step(self.state, dt)
-            done += 1
+        if self.client is None:
+            advance(self.config["time"], self.stepper, self.state, steps, until)
+            return self
+        self._pencils = self._submit(run_on_worker, steps, until)
+        clock = self.client.submit(_clock, self._pencils[0]).result()
+        self.state.time, self.state.step, self.state.dt, self.state.forcing_gradient = clock
         return self
 
+    def _diagnostics(self) -> dict:
+        from daskflow.ns.distributed import diagnostics_on_worker
+
+        if self.client is None:
+            return {"divergence_max": self.stepper.divergence_max(self.state),
+                    "bulk_velocity": self.stepper.bulk_velocity(self.state.u)}
+        return self.client.gather(self._submit(diagnostics_on_worker)[0])
+
     def divergence_max(self) -> float:
-        """Largest |div u| over the cells."""
-        return self.stepper.divergence_max(self.state)
+        """Largest |div u| over the cells (reduced across workers on a cluster)."""
+        return self._diagnostics()["divergence_max"]
 
     def bulk_velocity(self) -> float:
-        return self.stepper.bulk_velocity(self.state.u)
+        """Volume-averaged streamwise velocity."""
+        return self._diagnostics()["bulk_velocity"]

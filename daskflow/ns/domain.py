@@ -133,12 +133,13 @@ def _cut_halos(domain, src, blocks, dst):
     """Planes of ``src``'s padded fields that ``dst`` needs along the exchange axis."""
     axis, counts = domain._axis, domain.counts
     n, i_src, i_dst = counts[axis - 1], src[axis - 1], dst[axis - 1]
+    wrap = (lambda i: i % n) if domain.bcs.periodic(axis) else (lambda i: i)  # noqa: E731
     planes = {}
     for name, a in blocks.items():
         size = a.shape[axis]
-        if (i_dst - 1) % n == i_src:  # src is below dst: its top plane is dst's lower ghost
+        if wrap(i_dst - 1) == i_src:  # src is below dst: its top plane is dst's lower ghost
             planes[(name, 0)] = ops._take(a, axis, slice(size - 1, size)).copy()
-        if (i_dst + 1) % n == i_src:
+        if wrap(i_dst + 1) == i_src:
             planes[(name, 1)] = ops._take(a, axis, slice(0, 1)).copy()
     return planes
 

@@ -1,0 +1,67 @@
+"""The time loop on real ``distributed`` clusters: one pencil per worker, runs as fused tasks."""
+
+import copy
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from daskflow import Simulation
+from daskflow.backend import to_numpy
+
+CHANNEL = {
+    "grid": {"shape": [16, 8, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
+    "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [0.6667, 0.0]}},
+    "boundaries": {"preset": "channel"},
+    "initial": {"kind": "turbulent_channel", "amplitude": 0.3, "seed": 1},
+    "time": {"cfl": 0.5, "dt_max": 0.05},
+}
+
+
+@pytest.fixture(scope="module", params=[(4, (2, 2)), (3, (1, 3))], ids=["2x2", "1x3"])
+def cluster(request):
+    workers, pencils = request.param
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            Client(c) as client:
+        yield client, list(pencils)
+
+
+@pytest.mark.parametrize("implicit", ["none", "z"])
+@pytest.mark.parametrize("poisson", ["ptdma", "ftm"])
+def test_twenty_steps_equal_the_single_chunk_run(cluster, implicit, poisson):
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["time"]["implicit_diffusion"] = implicit
+    reference = Simulation(cfg).run(steps=20)
+    cfg["solver"] = {"poisson": poisson, "pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=20)
+    assert sim.step == 20 and sim.time == pytest.approx(reference.time, rel=1e-14)
+    for name in "uvwp":
+        field = getattr(sim, name)
+        assert (len(field.chunks[1]), len(field.chunks[2])) == tuple(pencils)
+        ref = to_numpy(getattr(reference.state, name))
+        np.testing.assert_allclose(field.compute(), ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+    assert sim.divergence_max() < 1e-12
+    assert abs(sim.bulk_velocity() - 0.6667) < 1e-12
+
+
+def test_runs_continue_and_set_works_between_runs(cluster):
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=3).run(steps=2)
+    reference = Simulation(CHANNEL).run(steps=5)
+    np.testing.assert_allclose(sim.u.compute(), reference.state.u, rtol=0, atol=1e-10)
+    sim.set(v=np.zeros(sim.grid.shape))
+    reference.set(v=np.zeros(sim.grid.shape))
+    sim.run(steps=2)
+    reference.run(steps=2)
+    np.testing.assert_allclose(sim.w.compute(), reference.state.w, rtol=0, atol=1e-10)
+
+
+def test_pencils_must_match_the_workers(cluster):
+    client, _ = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": [2, 3]}
+    with pytest.raises(ValueError, match="solver.pencils"):
+        Simulation(cfg, client=client)

@@ -96,7 +96,7 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     plan = solver.plan
     dec = plan.decomposition
     xp_name = "cupy" if is_cupy_array(b._meta) else "numpy"
-    token = tokenize(b.name, id(solver))
+    token = tokenize(b.name, solver.token)
     setup: dict = {}
     if client is not None:
         state = cluster_state(solver, client, xp_name)

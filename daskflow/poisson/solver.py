@@ -12,6 +12,7 @@ process, running exactly the stages a Dask cluster runs.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ class _SpectralSolver:
         self.device = device
         self.granularity = granularity
         self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype)
+        self.token = uuid.uuid4().hex  # unique per solver: graph keys never collide between solvers
         self._ptdma_cache: dict = {}
 
     @property

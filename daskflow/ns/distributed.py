@@ -61,6 +61,7 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
     secede()  # waits for pieces from other workers: leave the thread pool
     try:
         advance(plan.time, stepper, state, steps, until)
+        domain.finish()
     finally:
         rejoin()
     return {**{name: getattr(state, name) for name in FIELDS}, "history": state.history, "time": state.time,
@@ -76,7 +77,9 @@ def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], penci
     state = State(*(pencil[name] for name in FIELDS))
     secede()
     try:
-        return {"divergence_max": stepper.divergence_max(state), "bulk_velocity": stepper.bulk_velocity(state.u)}
+        out = {"divergence_max": stepper.divergence_max(state), "bulk_velocity": stepper.bulk_velocity(state.u)}
+        domain.finish()
+        return out
     finally:
         rejoin()
 

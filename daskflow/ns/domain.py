@@ -171,7 +171,13 @@ class ChunkDomain:
         self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner)
         self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner)
         self._solves = 0
+        self._executors = [self.ex, self.ex_pressure]
         self._pressure_setup = self._ptdma_setup(self.poisson_plan)
+
+    def finish(self) -> None:
+        """Let every send of this task leave before the task returns."""
+        for ex in self._executors:
+            ex.finish()
 
     # ---------------------------------------------------------------- halos
 
@@ -270,6 +276,7 @@ class ChunkDomain:
                             self.poisson_plan.method, self.poisson_plan.pencils, self.poisson_plan.dtype)
         self._solves += 1
         executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner)
+        self._executors.append(executor)
         return self._spectral_solve(plan, executor, increment, self._ptdma_setup(plan))
 
     def implicit_z(self, increment, component: int, alpha: float):

@@ -86,6 +86,7 @@ class DirectExecutor:
         self.owner = owner
         self.timeout = timeout
         self.exchanges = 0
+        self._in_flight: list = []  # sends still running on the worker's event loop
 
     def _mine(self, keys) -> list:
         return [k for k in keys if self.owner(k) == self.me]
@@ -123,21 +124,33 @@ class DirectExecutor:
             return
 
         async def send_all():
-            # fire and forget: the receiver's mailbox is the acknowledgement, no reply round trip
+            # no reply round trip: the receiver's mailbox is the acknowledgement
             await asyncio.gather(*(self.worker.rpc(address).daskflow_put(tag=tag, piece=to_serialize(piece),
                                                                           reply=False)
                                    for address, tag, piece in remote))
 
-        _sync(self.worker, send_all)
+        # Sends run on the event loop while this thread goes on to wait for its own pieces; their
+        # failures surface at the next exchange or at the end of the task (:meth:`finish`).
+        self._check_sends()
+        self._in_flight.append(asyncio.run_coroutine_threadsafe(send_all(), self.worker.loop.asyncio_loop))
+
+    def _check_sends(self) -> None:
+        still = []
+        for future in self._in_flight:
+            if future.done():
+                future.result()  # raises a send's exception here, in the task
+            else:
+                still.append(future)
+        self._in_flight = still
+
+    def finish(self) -> None:
+        """Wait for this executor's sends to leave (call before the task returns)."""
+        for future in self._in_flight:
+            future.result(timeout=self.timeout)
+        self._in_flight = []
 
     def _wait(self, tags) -> list:
         return self.worker.daskflow_mailbox.take(tags, self.timeout)
-
-
-def _sync(worker, coroutine_function) -> None:
-    """Run ``coroutine_function()`` on the worker's event loop from a task thread and wait."""
-    future = asyncio.run_coroutine_threadsafe(coroutine_function(), worker.loop.asyncio_loop)
-    future.result()
 
 
 def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
@@ -160,6 +173,8 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
         return algorithm(ex, plan, blocks, *setup)
     secede()
     try:
-        return algorithm(ex, plan, blocks, *setup)
+        out = algorithm(ex, plan, blocks, *setup)
+        ex.finish()
+        return out
     finally:
         rejoin()

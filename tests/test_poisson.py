@@ -51,8 +51,8 @@ def test_face_placement_on_each_axis_and_bc(axis, pair, method, pencils, rng):
             np.testing.assert_array_equal(top, below if pair[1] == "N" else 0 * top)
 
 
-@pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("NN", "DD", "DN"), ("DN", "ND", "PP")])
-def test_float32_residual(bc, rng):
+@pytest.mark.parametrize("bc", ALL_TRIPLES, ids=["-".join(t) for t in ALL_TRIPLES])
+def test_float32_residual_all_bc_triples(bc, rng):
     b = _rhs(GRID, rng, np.float32)
     for method, pencils in [("ptdma", (1, 1)), ("ptdma", (2, 2)), ("ftm", (2, 2))]:
         solver = PoissonSolver(GRID, bc, "ccc", method, pencils, dtype="float32")

@@ -8,6 +8,7 @@ import pytest
 from daskflow import Grid, HelmholtzSolver, PoissonSolver, tridiagonal
 from daskflow.bc import BC_PAIRS
 from daskflow.stencils import Tridiagonal
+from tests.helpers import chunked_solve
 
 pytestmark = pytest.mark.gpu
 
@@ -42,20 +43,8 @@ def test_parallel_tridiagonal_kernels_match_numpy(cupy, rng, periodic):
     op = Tridiagonal(lower, -(lower + upper) - 0.3, upper, periodic)
     shift = -rng.uniform(0, 2, ncols)
     d = rng.standard_normal((m, ncols)) + 1j * rng.standard_normal((m, ncols))
-    results = []
-    for xp, dd, sh in ((np, d.copy(), shift), (cupy, cupy.asarray(d), cupy.asarray(shift))):
-        starts = np.cumsum([0, *sizes])
-        bounds = list(zip(starts[:-1], starts[1:], strict=True))
-        chunks = [tridiagonal.precompute(op.lower[a:b], op.diag[a:b], op.upper[a:b], sh) for a, b in bounds]
-        rows = [tridiagonal.reduce(dd[a:b], ch) for ch, (a, b) in zip(chunks, bounds, strict=True)]
-        red = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), periodic)
-        x = red.solve(xp.concatenate(rows))
-        i = 0
-        for ch, (a, b) in zip(chunks, bounds, strict=True):
-            n = 1 if b - a == 1 else 2
-            tridiagonal.reconstruct(dd[a:b], x[i], x[i + n - 1], ch)
-            i += n
-        results.append(dd)
+    results = [chunked_solve(op, shift, d, sizes),
+               chunked_solve(op, cupy.asarray(shift), cupy.asarray(d), sizes)]
     _close(results[1], results[0], 1e-12)
     _close(results[1], tridiagonal.solve_shifted(d.copy(), op, shift), 1e-12)
 

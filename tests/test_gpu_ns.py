@@ -6,16 +6,12 @@ import numpy as np
 import pytest
 
 from daskflow import Simulation
+from tests.helpers import CHANNEL as BASE_CHANNEL
+from tests.helpers import FLOW_RATE
 
 pytestmark = pytest.mark.gpu
 
-CHANNEL = {
-    "grid": {"shape": [16, 8, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
-    "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [0.6667, 0.0]}},
-    "boundaries": {"preset": "channel"},
-    "initial": {"kind": "turbulent_channel", "amplitude": 0.3, "seed": 1},
-    "time": {"cfl": 0.5, "dt_max": 0.05},
-}
+CHANNEL = {**BASE_CHANNEL, "physics": {"nu": 0.01, "forcing": FLOW_RATE}}
 
 
 @pytest.mark.parametrize("implicit", ["none", "z", "xyz"])

@@ -6,14 +6,7 @@ import pytest
 from daskflow import Simulation
 from daskflow.backend import to_numpy
 from daskflow.ns import operators as ops
-
-CHANNEL = {
-    "grid": {"shape": [16, 8, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
-    "physics": {"nu": 0.01, "forcing": {"kind": "pressure_gradient", "value": [0.02, 0.0]}},
-    "boundaries": {"preset": "channel"},
-    "initial": {"kind": "turbulent_channel", "amplitude": 0.3, "seed": 1},
-    "time": {"cfl": 0.5, "dt_max": 0.05},
-}
+from tests.helpers import CHANNEL
 
 
 def _cfg(base, **sections):

@@ -8,14 +8,10 @@ from distributed import Client, LocalCluster
 
 from daskflow import Simulation
 from daskflow.backend import to_numpy
+from tests.helpers import CHANNEL as BASE_CHANNEL
+from tests.helpers import FLOW_RATE
 
-CHANNEL = {
-    "grid": {"shape": [16, 8, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
-    "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [0.6667, 0.0]}},
-    "boundaries": {"preset": "channel"},
-    "initial": {"kind": "turbulent_channel", "amplitude": 0.3, "seed": 1},
-    "time": {"cfl": 0.5, "dt_max": 0.05},
-}
+CHANNEL = {**BASE_CHANNEL, "physics": {"nu": 0.01, "forcing": FLOW_RATE}}
 
 
 @pytest.fixture(scope="module", params=[(4, (2, 2)), (3, (1, 3))], ids=["2x2", "1x3"])

@@ -4,6 +4,7 @@ import pytest
 from daskflow import tridiagonal
 from daskflow.stencils import Tridiagonal, dense
 from daskflow.tridiagonal import FactoredTridiagonal, solve_shifted
+from tests.helpers import chunked_solve
 
 
 def _random_op(rng, m, periodic):
@@ -68,23 +69,6 @@ def test_factored_matches_dense_per_column(rng, periodic):
         np.testing.assert_allclose(dense(op) @ x[:, j], d[:, j], rtol=1e-12, atol=1e-12)
 
 
-def _chunked_solve(op, shift, d, sizes):
-    """Split rows into chunks of ``sizes``, reduce, solve the reduced system, reconstruct."""
-    starts = np.cumsum([0, *sizes])
-    bounds = list(zip(starts[:-1], starts[1:], strict=True))
-    chunks = [tridiagonal.precompute(op.lower[a:b], op.diag[a:b], op.upper[a:b], shift) for a, b in bounds]
-    d = d.copy()
-    rows = [tridiagonal.reduce(d[a:b], ch) for ch, (a, b) in zip(chunks, bounds, strict=True)]
-    reduced = FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), op.periodic)
-    x = reduced.solve(np.concatenate(rows))
-    i = 0
-    for ch, (a, b) in zip(chunks, bounds, strict=True):
-        n = 1 if b - a == 1 else 2
-        tridiagonal.reconstruct(d[a:b], x[i], x[i + n - 1], ch)
-        i += n
-    return d
-
-
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize(
     "sizes", [[16], [8, 8], [2] * 8, [3, 2, 5, 1, 2, 3], [5, 11], [4, 4, 4, 4]]
@@ -95,7 +79,7 @@ def test_parallel_tridiagonal_equals_thomas(rng, periodic, sizes):
     shift = -rng.uniform(0, 2, 7)
     d = _rhs(rng, (m, 7), "complex")
     thomas = solve_shifted(d.copy(), op, shift)
-    np.testing.assert_allclose(_chunked_solve(op, shift, d, sizes), thomas, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(chunked_solve(op, shift, d, sizes), thomas, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("m", [2, 3, 4, 9])

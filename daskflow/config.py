@@ -32,7 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0]},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
+    "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0,
+               "checkpoint_every": 0, "compression": "zstd"},
 }
+COMPRESSION = ("zstd", "none")
 COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
 
 
@@ -135,6 +138,12 @@ def validate(config: dict) -> dict:
     s["pencils"] = _vector(s["pencils"], 2, "solver.pencils", int)
     _choice(s["dtype"], DTYPES, "solver.dtype")
     _choice(s["device"], DEVICES, "solver.device")
+    o = cfg["output"]
+    if o["store"] is not None and not isinstance(o["store"], str):
+        _fail("output.store", f"must be a path (string) or null, got {o['store']!r}")
+    for key in ("scalars_every", "profiles_every", "fields_every", "checkpoint_every"):
+        o[key] = int(_number(o[key], f"output.{key}", minimum=0))
+    _choice(o["compression"], COMPRESSION, "output.compression")
     return cfg
 
 

@@ -41,7 +41,7 @@ def _clock(pencil: dict) -> tuple:
 class Simulation:
     """An incompressible DNS configured by ``config`` (dict or YAML path)."""
 
-    def __init__(self, config: dict | str, client=None) -> None:
+    def __init__(self, config: dict | str, client=None, _restart: bool = False) -> None:
         self.config = load(config)
         cfg = self.config
         g = cfg["grid"]
@@ -64,9 +64,45 @@ class Simulation:
         self.state = State(*zeros)
         self._pencils: list | None = None
         self._runs = 0
-        self._initial()
+        output = cfg["output"]
+        self.store = output["store"]
+        if _restart:
+            self._load_checkpoint()
+        else:
+            self._initial()
+            if self.store is not None:
+                from daskflow import __version__
+                from daskflow.io import store
+                from daskflow.pencils.layout import split_sizes
+
+                py, pz = s["pencils"]
+                nx, ny, nz = self.grid.shape
+                chunks = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
+                store.create(self.store, self.config, self.grid, chunks, __version__)
         if client is not None:
             self._connect(client, device)
+
+    @classmethod
+    def restart(cls, store_path: str, client=None, **overrides) -> Simulation:
+        """Continue the run saved in ``store_path`` from its latest complete checkpoint. Records the
+        crashed run wrote after that checkpoint are dropped (they will be written again).
+        ``overrides`` replace config sections (for example ``solver={...}`` or ``time={...}``)."""
+        from daskflow.io import store
+
+        config = store.root_config(store_path)
+        config["output"]["store"] = str(store_path)
+        for section, values in overrides.items():
+            config.setdefault(section, {}).update(values)
+        return cls(config, client=client, _restart=True)
+
+    def _load_checkpoint(self) -> None:
+        from daskflow.io import store
+
+        fields, clock = store.read_checkpoint(self.store)
+        store.truncate_after(self.store, clock["step"])
+        self.set(**fields)
+        self.state.time, self.state.step = clock["time"], clock["step"]
+        self.state.dt, self.state.forcing_gradient = clock["dt"], clock["forcing_gradient"]
 
     # ------------------------------------------------------------------ cluster
 
@@ -89,7 +125,8 @@ class Simulation:
                                 (py, pz), np.dtype(s["dtype"]))
         physics = cfg["physics"]
         self._flow_plan = FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
-                                   cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device)
+                                   cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
+                                   cfg["output"] if self.store else None)
         ensure_mailboxes(client)
         self._plan_future = client.scatter(self._flow_plan, broadcast=True, hash=False)
 
@@ -242,7 +279,12 @@ class Simulation:
         until = until if until is not None else (t["end_time"] if steps is None else None)
         steps = steps if steps is not None else (None if until is not None else t["steps"])
         if self.client is None:
-            advance(self.config["time"], self.stepper, self.state, steps, until)
+            writer = None
+            if self.store is not None:
+                from daskflow.io.output import Output
+
+                writer = Output(self.store, self.config["output"], self.config["physics"]["nu"])
+            advance(self.config["time"], self.stepper, self.state, steps, until, writer)
             return self
         self._pencils = self._submit(run_on_worker, steps, until)
         clock = self.client.submit(_clock, self._pencils[0]).result()

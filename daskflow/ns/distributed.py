@@ -34,11 +34,14 @@ class FlowPlan:
     time: dict
     poisson_plan: SpectralPlan
     device: str
+    output: dict | None = None  # the ``output`` config section when a store is written
 
 
-def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None) -> State:
+def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,
+            after_step=None) -> State:
     """The run loop shared by the in-process and the distributed simulation: a fixed ``time.dt``
-    or the CFL limit, the last step shortened to land on ``until``."""
+    or the CFL limit, the last step shortened to land on ``until``; ``after_step(stepper, state)``
+    (the output writer) runs after every step."""
     done = 0
     while (steps is None or done < steps) and (until is None or state.time < until * (1 - 1e-14)):
         dt = time["dt"] if time["dt"] is not None else stepper.stable_dt(state, time["cfl"], time["dt_max"])
@@ -46,6 +49,8 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
             dt = min(dt, until - state.time)
         stepper.step(state, dt)
         done += 1
+        if after_step is not None:
+            after_step(stepper, state)
     return state
 
 
@@ -58,14 +63,23 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
     stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"],
                   list(pencil["history"]), pencil["forcing_gradient"])
+    writer = _writer(plan.output, plan.nu)
     secede()  # waits for pieces from other workers: leave the thread pool
     try:
-        advance(plan.time, stepper, state, steps, until)
+        advance(plan.time, stepper, state, steps, until, writer)
         domain.finish()
     finally:
         rejoin()
     return {**{name: getattr(state, name) for name in FIELDS}, "history": state.history, "time": state.time,
             "step": state.step, "dt": state.dt, "forcing_gradient": state.forcing_gradient, "key": domain.key}
+
+
+def _writer(output: dict | None, nu: float):
+    if not output or not output.get("store"):
+        return None
+    from daskflow.io.output import Output
+
+    return Output(output["store"], output, nu)
 
 
 def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict) -> dict:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from daskflow import tridiagonal
 from daskflow.backend import array_module
 from daskflow.bc import Boundaries
@@ -102,6 +104,18 @@ class LocalDomain:
 
     def allreduce(self, value: float, op: str) -> float:
         return float(value)
+
+    def allreduce_array(self, values: np.ndarray) -> np.ndarray:
+        return values
+
+    def barrier(self) -> None:
+        pass
+
+    rank0 = True
+
+    @property
+    def region(self) -> tuple[slice, slice, slice]:
+        return (slice(None), slice(0, self.grid.shape[1]), slice(0, self.grid.shape[2]))
 
 
 def weighted_sum(u, dz) -> float:
@@ -228,6 +242,23 @@ class ChunkDomain:
         out = self.ex.exchange({self.key: float(value)}, self.dec.indices, lambda d: self.dec.indices,
                                lambda plan, s, block, d: block, None)[self.key]
         return float(combine(out))
+
+    def allreduce_array(self, values: np.ndarray) -> np.ndarray:
+        """Element-wise sum of a host array over all workers."""
+        out = self.ex.exchange({self.key: values}, self.dec.indices, lambda d: self.dec.indices,
+                               lambda plan, s, block, d: block, None)[self.key]
+        return np.sum(out, axis=0)
+
+    def barrier(self) -> None:
+        self.allreduce(0.0, "sum")
+
+    @property
+    def rank0(self) -> bool:
+        return self.key == (0, 0)
+
+    @property
+    def region(self) -> tuple[slice, slice, slice]:
+        return (slice(None), self.dec.y[self.key[0]], self.dec.z[self.key[1]])
 
     def keep_walls(self, f, component: int):
         bc = self.bcs.components[component]

@@ -1,0 +1,2 @@
+"""Run output: the Zarr store contract (``store``) and the writer called from the time loop
+(``output``)."""

@@ -1,0 +1,126 @@
+"""Output from inside the time loop: scalars, profiles, field snapshots and checkpoints.
+
+:class:`Output` is called after every step with the stepper and the state, on every participant of
+the domain (the whole array in process, or every worker's pencil inside the fused task): the
+reductions it needs are collectives of the domain, one participant (``domain.rank0``) appends the
+small records, and every participant writes the field and checkpoint chunks it owns (CuPy pencils
+are copied to the host inside the worker's task). Nothing passes through the client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import zarr
+
+from daskflow.backend import array_module, to_numpy
+from daskflow.io import store
+from daskflow.ns import operators as ops
+
+C, LO, HI = ops.C, ops.LO, ops.HI
+
+
+class Output:
+    def __init__(self, path: str, every: dict, nu: float) -> None:
+        self.path, self.every, self.nu = path, every, nu
+        self._root = None
+
+    @property
+    def root(self):
+        if self._root is None:
+            self._root = zarr.open_group(self.path, mode="r+")
+        return self._root
+
+    def _due(self, kind: str, step: int) -> bool:
+        n = self.every[f"{kind}_every"]
+        return n > 0 and step % n == 0
+
+    def __call__(self, stepper, state) -> None:
+        step = state.step
+        if self._due("scalars", step):
+            self.scalars(stepper, state)
+        if self._due("profiles", step):
+            self.profiles(stepper, state)
+        if self._due("fields", step):
+            self.fields(stepper, state)
+        if self._due("checkpoint", step):
+            self.checkpoint(stepper, state)
+
+    # ------------------------------------------------------------------ records
+
+    def scalars(self, stepper, state) -> None:
+        domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
+        xp = array_module(state.u)
+        dz = xp.asarray(domain.dz())[None, None, :]
+        rate = float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
+        walls = np.zeros(3)  # plane sums of u in the first and last cell, kinetic energy
+        lo, hi = domain.region[2].start == 0, domain.region[2].stop == grid.shape[2]
+        if lo:
+            walls[0] = float(state.u[:, :, 0].sum())
+        if hi:
+            walls[1] = float(state.u[:, :, -1].sum())
+        walls[2] = float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum())
+        walls = domain.allreduce_array(walls)
+        rate = domain.allreduce(rate, "max")
+        div_max = stepper.divergence_max(state)
+        bulk = stepper.bulk_velocity(state.u)
+        nx, ny, nz = grid.shape
+        area = nx * ny
+        u_walls = stepper.bcs.u.values[2]
+        h = grid.dzf
+        tau_bottom = self.nu * (walls[0] / area - u_walls[0]) / (0.5 * h[0])
+        tau_top = self.nu * (walls[1] / area - u_walls[1]) / (0.5 * h[-1])
+        tau = 0.5 * (abs(tau_bottom) + abs(tau_top))
+        if domain.rank0:
+            store.append(self.root["scalars"], {
+                "time": state.time, "step": state.step, "dt": state.dt, "cfl": state.dt * rate, "div_max": div_max,
+                "bulk_velocity": bulk, "tau_wall_bottom": tau_bottom, "tau_wall_top": tau_top,
+                "re_tau": np.sqrt(tau) * 0.5 * grid.lengths[2] / self.nu,
+                "kinetic_energy": walls[2] / (area * grid.lengths[2])})
+
+    def profiles(self, stepper, state) -> None:
+        domain, grid = stepper.domain, stepper.grid
+        U, V, W = domain.pad_velocity([state.u, state.v, state.w])
+        P = state.p
+        uc = 0.5 * (U[C, C, C] + U[LO, C, C])  # u at cell centres (x-average)
+        vc = 0.5 * (V[C, C, C] + V[C, LO, C])
+        uf = 0.5 * (uc + 0.5 * (U[C, C, HI] + U[LO, C, HI]))  # u at centre-x, z faces
+        vf = 0.5 * (vc + 0.5 * (V[C, C, HI] + V[C, LO, HI]))
+        w = W[C, C, C]
+        terms = {"u": state.u, "v": state.v, "p": P, "uu": state.u**2, "vv": state.v**2, "pp": P**2, "uv": uc * vc,
+                 "w": w, "ww": w**2, "uw": uf * w, "vw": vf * w}
+        nz = grid.shape[2]
+        names = store.PROFILES_CENTRES + store.PROFILES_FACES
+        sums = np.zeros((len(names), nz))
+        z = domain.region[2]
+        for row, name in enumerate(names):
+            sums[row, z] = to_numpy(terms[name].sum(axis=(0, 1)))
+        sums = domain.allreduce_array(sums) / (grid.shape[0] * grid.shape[1])
+        if domain.rank0:
+            store.append(self.root["profiles"], {"time": state.time, "step": state.step,
+                                                 **dict(zip(names, sums, strict=True))})
+
+    def fields(self, stepper, state) -> None:
+        domain = stepper.domain
+        group = self.root["fields"]
+        if domain.rank0:
+            index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
+            group["time"][index] = state.time
+            group["step"][index] = state.step
+        domain.barrier()  # the time axis has grown before anyone writes into it
+        group = zarr.open_group(self.path, mode="r+")["fields"]  # fresh metadata after the resize
+        index = group["time"].shape[0] - 1
+        for name in store.FIELD_DIMS:
+            group[name][(index, *domain.region)] = to_numpy(getattr(state, name))
+        domain.barrier()
+
+    def checkpoint(self, stepper, state) -> None:
+        domain = stepper.domain
+        slot = store.next_slot(self.path)
+        group = self.root["checkpoint"][slot]
+        for name in store.FIELD_DIMS:
+            group[name][domain.region] = to_numpy(getattr(state, name))
+        domain.barrier()  # every pencil of the slot is on disk
+        if domain.rank0:
+            store.commit_checkpoint(self.path, slot, {"time": state.time, "step": state.step, "dt": state.dt,
+                                                      "forcing_gradient": state.forcing_gradient})
+        domain.barrier()

@@ -1,0 +1,168 @@
+"""The Zarr (v3) store of a run: layout, creation, checkpoint slots, restart truncation.
+
+Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
+
+* root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``;
+* ``fields``: ``u (time, xf, y, z)``, ``v (time, x, yf, z)``, ``w (time, x, y, zf)``,
+  ``p (time, x, y, z)`` and ``step (time)``; Zarr chunks are the pencils (one writer per chunk);
+* ``profiles``: plane averages ``u, v, p, uu, vv, pp, uv`` on ``(time, z)`` and ``w, ww, uw, vw`` on
+  ``(time, zf)``, plus ``step``;
+* ``scalars``: ``step, dt, cfl, div_max, bulk_velocity, tau_wall_bottom, tau_wall_top, re_tau,
+  kinetic_energy`` versus ``time``;
+* ``checkpoint``: two slots ``a`` and ``b`` holding ``u, v, w, p`` and the clock in attributes; the
+  file ``checkpoint/CURRENT`` names the slot of the latest *complete* checkpoint. A checkpoint is
+  written into the other slot and the name is switched by an atomic rename afterwards, so a crash
+  at any instant leaves the previous checkpoint intact.
+
+Coordinates hold the grid's exact positions: ``x, y, z`` cell centres, ``xf, yf, zf`` the upper faces
+of the cells (where the staggered components live; ``zf[-1]`` is the top wall).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from daskflow.grid import Grid
+
+SCALARS = ("step", "dt", "cfl", "div_max", "bulk_velocity", "tau_wall_bottom", "tau_wall_top", "re_tau",
+           "kinetic_energy")
+PROFILES_CENTRES = ("u", "v", "p", "uu", "vv", "pp", "uv")
+PROFILES_FACES = ("w", "ww", "uw", "vw")
+FIELD_DIMS = {"u": ("xf", "y", "z"), "v": ("x", "yf", "z"), "w": ("x", "y", "zf"), "p": ("x", "y", "z")}
+SLOTS = ("a", "b")
+
+
+def coordinates(grid: Grid) -> dict[str, np.ndarray]:
+    return {"x": grid.xc, "y": grid.yc, "z": grid.zc, "xf": grid.xf[1:], "yf": grid.yf[1:], "zf": grid.zf[1:]}
+
+
+def _compressors(compression: str):
+    return zarr.codecs.ZstdCodec(level=3) if compression == "zstd" else None
+
+
+def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str) -> None:
+    """Create the store (fails if ``path`` exists: a run never overwrites earlier output)."""
+    if Path(path).exists():
+        raise ValueError(f"config output.store: {path!r} already exists; choose a new store or restart from it")
+    root = zarr.open_group(path, mode="w-")
+    root.attrs.update({"config": config, "daskflow_version": version,
+                       "grid": {"shape": list(grid.shape), "lengths": list(grid.lengths),
+                                "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
+    dtype = config["solver"]["dtype"]
+    compressors = _compressors(config["output"]["compression"])
+    coords = coordinates(grid)
+    nx, ny, nz = grid.shape
+    _, y_chunk, z_chunk = (max(c) for c in pencil_chunks)
+
+    def axis_coords(group, names):
+        for name in names:
+            group.create_array(name, data=coords[name], dimension_names=[name])
+
+    fields = root.create_group("fields")
+    axis_coords(fields, coords)
+    _time_axis(fields)
+    for name, dims in FIELD_DIMS.items():
+        fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, nx, y_chunk, z_chunk), dtype=dtype,
+                            dimension_names=["time", *dims], compressors=compressors)
+    profiles = root.create_group("profiles")
+    axis_coords(profiles, ("z", "zf"))
+    _time_axis(profiles)
+    for names, dim in ((PROFILES_CENTRES, "z"), (PROFILES_FACES, "zf")):
+        for name in names:
+            profiles.create_array(name, shape=(0, nz), chunks=(64, nz), dtype="f8", dimension_names=["time", dim])
+    scalars = root.create_group("scalars")
+    _time_axis(scalars)
+    for name in SCALARS[1:]:
+        scalars.create_array(name, shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"])
+    checkpoint = root.create_group("checkpoint")
+    for slot in SLOTS:
+        group = checkpoint.create_group(slot)
+        for name in FIELD_DIMS:
+            group.create_array(name, shape=(nx, ny, nz), chunks=(nx, y_chunk, z_chunk), dtype=dtype,
+                               compressors=compressors)
+
+
+def _time_axis(group) -> None:
+    group.create_array("time", shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"])
+    group.create_array("step", shape=(0,), chunks=(4096,), dtype="i8", dimension_names=["time"])
+
+
+def append(group, values: dict) -> None:
+    """Append one record along ``time`` to every array of ``values`` (one writer: the caller)."""
+    for name, value in values.items():
+        array = group[name]
+        n = array.shape[0]
+        array.resize((n + 1, *array.shape[1:]))
+        array[n] = value
+
+
+def grow_time(group, names) -> int:
+    """Add one (unwritten) record to the time axis of ``names``; returns its index."""
+    n = group["time"].shape[0]
+    for name in names:
+        array = group[name]
+        array.resize((n + 1, *array.shape[1:]))
+    return n
+
+
+# ------------------------------------------------------------------------------- checkpoints
+
+
+def _pointer(path: str) -> Path:
+    return Path(path) / "checkpoint" / "CURRENT"
+
+
+def current_slot(path: str) -> str | None:
+    """Slot of the latest complete checkpoint, or ``None``."""
+    pointer = _pointer(path)
+    return pointer.read_text().strip() if pointer.exists() else None
+
+
+def next_slot(path: str) -> str:
+    current = current_slot(path)
+    return SLOTS[0] if current != SLOTS[0] else SLOTS[1]
+
+
+def commit_checkpoint(path: str, slot: str, clock: dict) -> None:
+    """Record the clock in ``slot`` and make it current by an atomic rename (after every pencil of
+    the slot is written)."""
+    group = zarr.open_group(path, mode="r+")["checkpoint"][slot]
+    group.attrs.update({"clock": clock})
+    if os.environ.get("DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP") == str(clock["step"]):
+        os.kill(os.getpid(), 9)  # test hook: die after the data, before the switch
+    pointer = _pointer(path)
+    tmp = pointer.with_suffix(".tmp")
+    tmp.write_text(slot)
+    os.replace(tmp, pointer)
+
+
+def read_checkpoint(path: str) -> tuple[dict, dict]:
+    """``(fields, clock)`` of the latest complete checkpoint (host arrays)."""
+    slot = current_slot(path)
+    if slot is None:
+        raise ValueError(f"store {path!r} holds no complete checkpoint to restart from")
+    group = zarr.open_group(path, mode="r")["checkpoint"][slot]
+    return {name: group[name][...] for name in FIELD_DIMS}, dict(group.attrs["clock"])
+
+
+def truncate_after(path: str, step: int) -> None:
+    """Drop time records written after ``step`` (what a crashed run wrote past its checkpoint), so
+    a restart neither loses nor duplicates records."""
+    root = zarr.open_group(path, mode="r+")
+    for name in ("fields", "profiles", "scalars"):
+        group = root[name]
+        steps = group["step"][...]
+        keep = int(np.searchsorted(steps, step, side="right"))
+        for array_name in group.array_keys():
+            array = group[array_name]
+            if array.metadata.dimension_names and array.metadata.dimension_names[0] == "time":
+                array.resize((keep, *array.shape[1:]))
+
+
+def root_config(path: str) -> dict:
+    return json.loads(json.dumps(zarr.open_group(path, mode="r").attrs["config"]))

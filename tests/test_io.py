@@ -1,0 +1,122 @@
+"""Zarr output of a run, restart from checkpoints, crash safety."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+from distributed import Client, LocalCluster
+
+from daskflow import Simulation
+from daskflow.backend import to_numpy
+from daskflow.io import store
+from tests.helpers import CHANNEL
+
+OUTPUT = {"scalars_every": 1, "profiles_every": 2, "fields_every": 3, "checkpoint_every": 4}
+
+
+def _config(path, **time):
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["output"] = {**OUTPUT, "store": str(path)}
+    cfg["time"].update(time)
+    return cfg
+
+
+def _open(path, group):
+    return xr.open_zarr(str(path), group=group, consolidated=False)
+
+
+def test_store_layout_opens_with_xarray(tmp_path):
+    path = tmp_path / "run.zarr"
+    sim = Simulation(_config(path)).run(steps=6)
+    g = sim.grid
+    root = json.loads(json.dumps(__import__("zarr").open_group(str(path), mode="r").attrs.asdict()))
+    assert root["config"] == sim.config and root["grid"]["shape"] == list(g.shape)
+    fields = _open(path, "fields")
+    assert fields["u"].dims == ("time", "xf", "y", "z") and fields["w"].dims == ("time", "x", "y", "zf")
+    assert fields["v"].dims == ("time", "x", "yf", "z") and fields["p"].dims == ("time", "x", "y", "z")
+    np.testing.assert_array_equal(fields["zf"], g.zf[1:])
+    np.testing.assert_array_equal(fields["xf"], g.xf[1:])
+    np.testing.assert_array_equal(fields["z"], g.zc)
+    assert list(fields["step"].values) == [3, 6] and fields["u"].dtype == np.float64
+    np.testing.assert_array_equal(fields["u"].isel(time=-1).values, to_numpy(sim.state.u))
+    scalars = _open(path, "scalars")
+    assert list(scalars["step"].values) == [1, 2, 3, 4, 5, 6]
+    assert float(scalars["div_max"].max()) < 1e-12
+    np.testing.assert_allclose(scalars["time"].values[-1], sim.time)
+    profiles = _open(path, "profiles")
+    assert profiles["u"].dims == ("time", "z") and profiles["uw"].dims == ("time", "zf")
+    np.testing.assert_allclose(profiles["u"].isel(time=-1).values, to_numpy(sim.state.u).mean(axis=(0, 1)),
+                               rtol=1e-12)
+    assert store.current_slot(str(path)) == "a"
+
+
+def test_existing_store_is_refused_before_anything_runs(tmp_path):
+    path = tmp_path / "run.zarr"
+    Simulation(_config(path)).run(steps=1)
+    with pytest.raises(ValueError, match="output.store"):
+        Simulation(_config(path))
+
+
+@pytest.mark.parametrize("implicit", ["none", "z"])
+def test_restart_is_bit_for_bit(tmp_path, implicit):
+    straight = Simulation(_config(tmp_path / "a.zarr", implicit_diffusion=implicit)).run(steps=8)
+    first = Simulation(_config(tmp_path / "b.zarr", implicit_diffusion=implicit)).run(steps=4)
+    del first
+    resumed = Simulation.restart(tmp_path / "b.zarr").run(steps=4)
+    assert resumed.step == 8 and resumed.time == straight.time
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(resumed.state, name)), to_numpy(getattr(straight.state, name)))
+    a, b = _open(tmp_path / "a.zarr", "scalars"), _open(tmp_path / "b.zarr", "scalars")
+    np.testing.assert_array_equal(a["step"].values, b["step"].values)
+    np.testing.assert_array_equal(a["kinetic_energy"].values, b["kinetic_energy"].values)
+
+
+_CHILD = """
+import sys, json
+from daskflow import Simulation
+cfg = json.loads(sys.argv[1])
+Simulation(cfg).run(steps=12)
+"""
+
+
+def test_kill_during_checkpoint_keeps_the_previous_one(tmp_path):
+    """SIGKILL after the step-8 checkpoint's data, before its switch: restart from step 4."""
+    path = tmp_path / "crash.zarr"
+    env = {**os.environ, "DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP": "8"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(_config(path))], env=env, timeout=300,
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert store.current_slot(str(path)) == "a"  # the step-4 checkpoint
+    resumed = Simulation.restart(path)
+    assert resumed.step == 4
+    resumed.run(steps=8)
+    straight = Simulation(_config(tmp_path / "straight.zarr")).run(steps=12)
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(resumed.state, name)), to_numpy(getattr(straight.state, name)))
+    steps = _open(path, "scalars")["step"].values
+    assert list(steps) == list(range(1, 13))  # nothing lost, nothing duplicated
+    assert list(_open(path, "fields")["step"].values) == [3, 6, 9, 12]
+
+
+def test_distributed_run_writes_the_same_store(tmp_path):
+    local = Simulation(_config(tmp_path / "local.zarr", implicit_diffusion="z")).run(steps=6)
+    cfg = _config(tmp_path / "dist.zarr", implicit_diffusion="z")
+    cfg["solver"] = {"pencils": [2, 2]}
+    with LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        sim = Simulation(cfg, client=c).run(steps=6)
+        resumed_fields = sim.u.compute()
+    np.testing.assert_allclose(resumed_fields, to_numpy(local.state.u), rtol=0, atol=1e-12)
+    for group, names in (("fields", "uvwp"), ("scalars", ["bulk_velocity", "kinetic_energy", "cfl"]),
+                         ("profiles", ["u", "uu", "uw", "w"])):
+        a, b = _open(tmp_path / "local.zarr", group), _open(tmp_path / "dist.zarr", group)
+        np.testing.assert_array_equal(a["step"].values, b["step"].values)
+        for name in names:
+            np.testing.assert_allclose(b[name].values, a[name].values, rtol=1e-11, atol=1e-12)
+    assert store.current_slot(str(tmp_path / "dist.zarr")) == "a"
+    fields, clock = store.read_checkpoint(str(tmp_path / "dist.zarr"))
+    assert clock["step"] == 4

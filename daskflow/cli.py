@@ -1,7 +1,6 @@
-"""Command line: ``daskflow poisson`` (a manufactured-solution Poisson solve on an embedded Dask
-cluster, checked against the exact solution).
-
-Later subcommands (``run``, ``validate``, ``info``, ``jobscript``) share this entry point.
+"""Command line: ``daskflow run CONFIG`` (a simulation), ``daskflow validate CONFIG``, ``daskflow
+info``, and ``daskflow poisson`` (a manufactured-solution Poisson solve on an embedded Dask cluster,
+checked against the exact solution).
 """
 
 from __future__ import annotations
@@ -125,6 +124,18 @@ def _report(args, grid: Grid, xp, residual: float, error: float, seconds: float,
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daskflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a configured simulation (YAML), on an embedded cluster by default")
+    r.add_argument("config", help="YAML configuration file")
+    r.add_argument("--steps", type=int, help="override time.steps")
+    r.add_argument("--output", help="override output.store")
+    r.add_argument("--restart", action="store_true", help="continue from the latest checkpoint of the store")
+    r.add_argument("--cluster", default="local",
+                   help="local (embedded cluster, one worker per pencil; default), none (in process) or a "
+                        "scheduler address")
+    r.add_argument("--report-every", type=int, default=0, help="steps between progress lines (default: ~20 lines)")
+    v = sub.add_parser("validate", help="check a configuration without starting anything")
+    v.add_argument("config")
+    sub.add_parser("info", help="versions, GPUs, UCX availability, default cluster")
     p = sub.add_parser("poisson", help="solve a manufactured Poisson problem and report accuracy and speed")
     p.add_argument("--shape", type=int, nargs=3, default=[64, 64, 64], metavar=("NX", "NY", "NZ"))
     p.add_argument("--lengths", type=float, nargs=3, default=[2.0, 1.0, 2.0], metavar=("LX", "LY", "LZ"))
@@ -145,6 +156,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("run", "validate", "info"):
+        from daskflow.runner import info, run, validate
+
+        try:
+            return {"run": run, "validate": validate, "info": info}[args.command](args)
+        except ValueError as exc:
+            print(f"daskflow {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.pencils[0] * args.pencils[1] > 64:
         print("daskflow poisson: --pencils asks for more than 64 workers", file=sys.stderr)
         return 2

@@ -291,6 +291,19 @@ class Simulation:
         self.state.time, self.state.step, self.state.dt, self.state.forcing_gradient = clock
         return self
 
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the current state now (needs ``output.store``)."""
+        if self.store is None:
+            raise ValueError("checkpoint(): config output.store is not set")
+        if self.client is None:
+            from daskflow.io.output import Output
+
+            Output(self.store, self.config["output"], self.config["physics"]["nu"]).checkpoint(self.stepper, self.state)
+            return
+        from daskflow.ns.distributed import checkpoint_on_worker
+
+        self._pencils = self._submit(checkpoint_on_worker)
+
     def _diagnostics(self) -> dict:
         from daskflow.ns.distributed import diagnostics_on_worker
 

@@ -82,6 +82,23 @@ def _writer(output: dict | None, nu: float):
     return Output(output["store"], output, nu)
 
 
+def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict) -> dict:
+    """Write this worker's pencil into a new checkpoint (all workers together); returns the pencil."""
+    from distributed import get_worker, rejoin, secede
+
+    domain = ChunkDomain(plan, get_worker(), run_id, workers)
+    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
+    state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
+                  pencil["forcing_gradient"])
+    secede()
+    try:
+        _writer(plan.output, plan.nu).checkpoint(stepper, state)
+        domain.finish()
+    finally:
+        rejoin()
+    return pencil
+
+
 def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict) -> dict:
     """Global ``max |div u|`` and bulk velocity, reduced across the workers' pencils."""
     from distributed import get_worker, rejoin, secede
@@ -111,4 +128,5 @@ def field_of(pencil: dict, name: str):
     return pencil[name]
 
 
-__all__ = ["FlowPlan", "advance", "diagnostics_on_worker", "field_of", "run_on_worker", "to_device"]
+__all__ = ["FlowPlan", "advance", "checkpoint_on_worker", "diagnostics_on_worker", "field_of", "run_on_worker",
+           "to_device"]

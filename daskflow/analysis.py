@@ -1,0 +1,561 @@
+"""Post-processing of a run's Zarr store: wall units, bulk quantities and plots.
+
+A run writes one Zarr v3 store whose groups (``fields``, ``slices``, ``profiles``, ``scalars``) are
+xarray datasets; ``checkpoint`` is raw restart data and is not read here. The root attributes hold
+``config`` (the full run configuration), ``grid`` and ``daskflow_version``.
+
+The ``profiles`` group holds plane (x-y) means versus ``time``: ``u, v, p, uu, vv, pp, uv`` at the
+cell centres ``z`` and ``w, ww, uw, vw`` at the z faces ``zf`` (``grid.zf[1:]``: the upper face of
+every cell, the last one being the top wall ``z = lz``). Second moments are raw means of products,
+so covariances are formed here: ``uu - u u`` and, on the faces, ``uw - u_f w`` with ``u_f`` the mean
+velocity interpolated linearly in z onto the faces (wall value at the top wall).
+
+Units are those of the run (the solver is nondimensional): lengths as ``config.grid.lengths``,
+velocities as the run's, ``nu`` kinematic viscosity, stresses kinematic (per unit density,
+velocity squared). Walls are at ``z = 0`` and ``z = lz``; the channel half height is ``h = lz / 2``.
+
+Averaging: a time window ``(t0, t1)`` selects the stored samples with ``t0 <= time <= t1`` (both
+inclusive, ``None`` = all) and averages them with equal weights; covariances are formed *after*
+the time average (mean of raw moments minus the product of time-averaged means), so they are
+proper plane-and-time Reynolds averages (a drift of the mean within the window counts as a
+fluctuation).
+
+Only the time-averaged profiles (a few times ``nz`` numbers) are ever loaded; :func:`open_run`
+is fully lazy (Dask-backed).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = [
+    "KAPPA",
+    "LOG_LAW_B",
+    "bulk_quantities",
+    "open_run",
+    "plot_scalars",
+    "plot_wall_units",
+    "time_average",
+    "wall_units",
+]
+
+KAPPA = 0.41
+"""von Kármán constant of the log-law line in :func:`plot_wall_units`."""
+LOG_LAW_B = 5.2
+"""Additive constant of the log-law line ``U+ = ln(y+) / KAPPA + LOG_LAW_B``."""
+
+XARRAY_GROUPS = ("fields", "slices", "profiles", "scalars")
+SKIPPED_GROUPS = ("checkpoint",)
+
+Window = tuple[float, float] | None
+
+
+# ------------------------------------------------------------------------------------------------
+# Opening a run
+# ------------------------------------------------------------------------------------------------
+
+
+def open_run(store: str | os.PathLike | Any) -> dict[str, xr.Dataset]:
+    """Open every xarray group of a run's Zarr store lazily (Dask-backed, nothing is loaded).
+
+    ``store`` is a path or any Zarr store object. Returns ``{group name: Dataset}`` for the groups
+    present (``fields``, ``slices``, ``profiles``, ``scalars`` and any other xarray group; a group
+    that holds only sub-groups is opened per sub-group as ``"group/sub"``); ``checkpoint`` is
+    skipped, missing groups are simply absent. The store's root attributes (``config``, ``grid``,
+    ``daskflow_version``) are copied into every dataset's ``attrs["run"]``.
+    """
+    import zarr
+
+    root = zarr.open_group(_zarr_store(store), mode="r")
+    run_attrs = dict(root.attrs.asdict())
+    out: dict[str, xr.Dataset] = {}
+
+    def visit(group, path: str) -> None:
+        has_arrays = any(True for _ in group.array_keys())
+        subgroups = sorted(group.group_keys())
+        if has_arrays or not subgroups:
+            try:
+                ds = xr.open_zarr(_zarr_store(store), group=path, consolidated=False, chunks={})
+            except Exception as exc:  # an unknown group need not be an xarray dataset
+                if path.split("/")[0] in XARRAY_GROUPS:
+                    raise
+                warnings.warn(f"open_run: group {path!r} is not an xarray dataset, skipped ({exc})", stacklevel=3)
+                return
+            ds.attrs["run"] = copy.deepcopy(run_attrs)
+            out[path] = ds
+        else:
+            for name in subgroups:
+                visit(group[name], f"{path}/{name}")
+
+    for name in sorted(root.group_keys()):
+        if name in SKIPPED_GROUPS:
+            continue
+        visit(root[name], name)
+    return out
+
+
+def _zarr_store(store):
+    """Paths as strings (zarr and xarray both accept them); store objects unchanged."""
+    return os.fspath(store) if isinstance(store, (str, os.PathLike)) else store
+
+
+def _run_parameters(ds: xr.Dataset, nu: float | None, lz: float | None) -> tuple[float, float]:
+    """``nu`` and ``lz`` as given, else from ``ds.attrs["run"]["config"]`` (as set by :func:`open_run`)."""
+    if nu is None or lz is None:
+        try:
+            config = ds.attrs["run"]["config"]
+            nu = float(config["physics"]["nu"]) if nu is None else nu
+            lz = float(config["grid"]["lengths"][2]) if lz is None else lz
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(
+                "nu and lz must be given, or the dataset must carry attrs['run']['config'] (see open_run)"
+            ) from exc
+    nu, lz = float(nu), float(lz)
+    if not (nu > 0 and lz > 0):
+        raise ValueError(f"nu and lz must be positive, got nu={nu!r}, lz={lz!r}")
+    return nu, lz
+
+
+# ------------------------------------------------------------------------------------------------
+# Time averaging and the averaged profiles
+# ------------------------------------------------------------------------------------------------
+
+
+def _select(ds: xr.Dataset, window: Window) -> xr.Dataset:
+    """The samples with ``t0 <= time <= t1`` (lazy); ``ValueError`` when there are none."""
+    if window is not None:
+        t0, t1 = window
+        if t0 is not None and t1 is not None and t1 < t0:
+            raise ValueError(f"window must be (t0, t1) with t0 <= t1, got {window!r}")
+        ds = ds.sel(time=slice(t0, t1))
+    if ds.sizes["time"] == 0:
+        raise ValueError(f"the time window {window!r} holds no stored sample")
+    return ds
+
+
+def time_average(ds: xr.Dataset, window: Window = None) -> xr.Dataset:
+    """Equal-weight mean over the samples with ``t0 <= time <= t1`` (lazy; ``None`` = all samples;
+    a dataset without ``time`` is returned as is). Raises ``ValueError`` when the window holds no sample.
+    """
+    if "time" not in ds.dims:
+        return ds
+    return _select(ds, window).mean("time", keep_attrs=True)
+
+
+class _Profiles:
+    """Time-averaged profiles as NumPy arrays with the geometry of the z grid."""
+
+    def __init__(self, profiles: xr.Dataset, lz: float, window: Window, u_wall: tuple[float, float]):
+        if "u" not in profiles:
+            raise ValueError("profiles must hold the mean velocity 'u' on (time, z)")
+        if "time" in profiles.dims:
+            selected = _select(profiles, window)
+            self.n_samples = int(selected.sizes["time"])
+            mean = selected.mean("time", keep_attrs=True).compute()
+        else:
+            self.n_samples, mean = 1, profiles.compute()
+        self.zc = np.asarray(mean["z"].values, dtype=np.float64)
+        nz = self.zc.size
+        if nz < 2:
+            raise ValueError("the wall gradient needs at least two cells in z")
+        if "zf" in mean.coords:
+            zf = np.asarray(mean["zf"].values, dtype=np.float64)
+            if zf.size != nz or abs(zf[-1] - lz) > 1e-9 * lz:
+                raise ValueError(f"profiles zf must be the nz upper faces ending at lz={lz}, got {zf[-1]!r}")
+        else:  # faces from the centres: every centre is the midpoint of its faces, z = 0 the first face
+            zf = np.empty(nz)
+            lower = 0.0
+            for k in range(nz):
+                zf[k] = 2.0 * self.zc[k] - lower
+                lower = zf[k]
+        self.zf_all = np.concatenate([[0.0], zf])  # all nz + 1 faces, walls included
+        self.lz = lz
+        self.u_wall = (float(u_wall[0]), float(u_wall[1]))
+        self.mean = mean
+
+    def get(self, name: str) -> np.ndarray | None:
+        return np.asarray(self.mean[name].values, dtype=np.float64) if name in self.mean else None
+
+    def u_at_faces(self, u: np.ndarray, top_value: float) -> np.ndarray:
+        """Centre values linearly interpolated in z onto the stored faces ``zf[1:]`` (top wall value given)."""
+        zc, zf = self.zc, self.zf_all[1:]
+        out = np.empty_like(zf)
+        weight = (zf[:-1] - zc[:-1]) / (zc[1:] - zc[:-1])
+        out[:-1] = u[:-1] + weight * (u[1:] - u[:-1])
+        out[-1] = top_value
+        return out
+
+    @staticmethod
+    def faces_to_centres(f: np.ndarray, bottom_value: float = 0.0) -> np.ndarray:
+        """Stored-face values (``zf[1:]``) to centres: mean of the two faces (exact linear interpolation),
+        ``bottom_value`` at the bottom wall face ``z = 0``."""
+        below = np.concatenate([[bottom_value], f[:-1]])
+        return 0.5 * (below + f)
+
+    def covariance_centres(self, a: str, b: str) -> np.ndarray | None:
+        """``<a'b'>`` at the centres for two centre variables (``aa``, or ``ab`` named ``a + b``)."""
+        raw, ma, mb = self.get(a + b), self.get(a), self.get(b)
+        if raw is None or ma is None or mb is None:
+            return None
+        return raw - ma * mb
+
+    def covariance_faces_to_centres(self, centre_var: str | None, face_var: str) -> np.ndarray | None:
+        """``<c'w'>`` (or ``<w'w'>`` when ``centre_var`` is None) formed on the faces, zero at the bottom
+        wall (impermeable, no-slip), then interpolated to the centres."""
+        w = self.get(face_var)
+        if centre_var is None:
+            raw = self.get(face_var + face_var)
+            if raw is None or w is None:
+                return None
+            cov = raw - w * w
+        else:
+            raw, c = self.get(centre_var + face_var), self.get(centre_var)
+            if raw is None or w is None or c is None:
+                return None
+            top = self.u_wall[1] if centre_var == "u" else 0.0
+            cov = raw - self.u_at_faces(c, top) * w
+        return self.faces_to_centres(cov, 0.0)
+
+
+def _wall_gradients(zc: np.ndarray, u: np.ndarray, lz: float, u_wall: tuple[float, float], order: int):
+    """``dU/dn`` at both walls, ``n`` the distance from the wall into the flow.
+
+    ``order=2``: the quadratic through the wall value and the first two centres,
+    ``dU/dn = (U1 d2^2 - U2 d1^2) / (d1 d2 (d2 - d1))`` with ``Ui`` relative to the wall velocity and
+    ``di`` the centres' distances to the wall: second-order accurate, exact for a parabola.
+    ``order=1``: ``U1 / d1`` (first centre only).
+    """
+    out = []
+    for d1, d2, u1, u2, uw in (
+        (zc[0], zc[1], u[0], u[1], u_wall[0]),
+        (lz - zc[-1], lz - zc[-2], u[-1], u[-2], u_wall[1]),
+    ):
+        u1, u2 = u1 - uw, u2 - uw
+        if order == 1:
+            out.append(u1 / d1)
+        elif order == 2:
+            out.append((u1 * d2 * d2 - u2 * d1 * d1) / (d1 * d2 * (d2 - d1)))
+        else:
+            raise ValueError(f"gradient order must be 1 or 2, got {order!r}")
+    return out[0], out[1]
+
+
+def _ddz(zc: np.ndarray, u: np.ndarray, lz: float, u_wall: tuple[float, float]) -> np.ndarray:
+    """``dU/dz`` at the centres: three-point non-uniform central differences (second order, exact for
+    a parabola), the wall values at ``z = 0`` and ``z = lz`` being the outer neighbours."""
+    z = np.concatenate([[0.0], zc, [lz]])
+    f = np.concatenate([[u_wall[0]], u, [u_wall[1]]])
+    a = z[1:-1] - z[:-2]
+    b = z[2:] - z[1:-1]
+    return (-b / (a * (a + b))) * f[:-2] + ((b - a) / (a * b)) * f[1:-1] + (a / (b * (a + b))) * f[2:]
+
+
+# ------------------------------------------------------------------------------------------------
+# Wall units
+# ------------------------------------------------------------------------------------------------
+
+
+def wall_units(
+    profiles: xr.Dataset,
+    nu: float | None = None,
+    lz: float | None = None,
+    window: Window = None,
+    *,
+    fold: bool | None = None,
+    gradient_order: int = 2,
+    u_wall: tuple[float, float] = (0.0, 0.0),
+) -> xr.Dataset:
+    """Time-averaged channel statistics in wall units.
+
+    ``profiles``: the run's ``profiles`` group; ``nu``: kinematic viscosity; ``lz``: channel height
+    (walls at 0 and ``lz``, ``h = lz / 2``); both default to ``attrs["run"]["config"]``;
+    ``window``: ``(t0, t1)`` (inclusive) or ``None`` for all samples; ``u_wall``: streamwise wall
+    velocities (bottom, top), 0 for a channel.
+
+    Wall shear stress (kinematic, velocity squared) at each wall: ``nu dU/dn`` with the second-order
+    one-sided gradient from the wall value and the first two centres (exact for a parabola;
+    ``gradient_order=1`` uses ``U1 / d1`` instead). ``tau_wall`` is the mean of the two walls,
+    ``u_tau = sqrt(tau_wall)`` (used for both walls), ``delta_nu = nu / u_tau``,
+    ``re_tau = u_tau h / nu``.
+
+    Returned variables:
+
+    - 0-d: ``tau_wall_bottom``, ``tau_wall_top``, ``tau_wall``, ``u_tau_bottom``, ``u_tau_top``,
+      ``u_tau``, ``re_tau``, ``delta_nu``, ``n_samples``.
+    - on ``z`` (all centres, run units): ``U``, ``dUdz``, ``u_rms``, ``v_rms``, ``w_rms``, ``p_rms``,
+      ``uw`` (the covariance ``<u'w'>``, formed on the faces and interpolated to the centres; zero at
+      the bottom wall). ``w_rms`` is the square root of the face variance interpolated to the centres.
+    - on ``k`` (index of the point counted from the wall, 0 nearest), in wall units: ``U_plus``
+      (``(U - U_wall) / u_tau``), ``u_rms_plus``, ``v_rms_plus``, ``w_rms_plus``, ``p_rms_plus``
+      (``p_rms / tau_wall``), ``reynolds_stress_plus`` (``-<u'w'>+``, sign taken into the wall-normal
+      direction pointing away from the wall), ``dUdy_plus``, ``total_stress_plus``
+      (``reynolds_stress_plus + dUdy_plus``, which equals ``1 - y/h`` in a statistically steady
+      pressure-driven channel) and ``total_stress_linear`` (``1 - y/h``); coordinates ``y`` (distance
+      to the wall), ``yplus`` (``y / delta_nu``) and ``y_over_h``.
+
+    Folding (``fold``): ``True`` averages each point of the lower half with its mirror point of the
+    upper half (the two walls on the same y+ points; needs a grid symmetric about ``h``; with odd
+    ``nz`` the centre point is its own mirror), giving dims ``(k,)`` with ``ceil(nz / 2)`` points.
+    ``False`` keeps both halves on dims ``(wall, k)`` with ``wall = ["bottom", "top"]``, each half
+    holding the centres with ``y <= h`` from that wall (NaN-padded when the halves differ in size), and
+    ``y``/``yplus`` 2-D. ``None`` (default): fold when the grid is symmetric, else keep both halves.
+    Attribute ``folded`` says which.
+    """
+    nu, lz = _run_parameters(profiles, nu, lz)
+    prof = _Profiles(profiles, lz, window, u_wall)
+    zc, h = prof.zc, 0.5 * lz
+    nz = zc.size
+    U = prof.get("u")
+
+    grad_b, grad_t = _wall_gradients(zc, U, lz, prof.u_wall, gradient_order)
+    tau_b, tau_t = nu * grad_b, nu * grad_t
+    tau = 0.5 * (tau_b + tau_t)
+    if not tau > 0:
+        raise ValueError(f"the mean wall shear stress is not positive ({tau!r}): no wall units")
+    u_tau = float(np.sqrt(tau))
+    delta_nu = nu / u_tau
+
+    dudz = _ddz(zc, U, lz, prof.u_wall)
+    rms = {}
+    for name, var in (("u", prof.covariance_centres("u", "u")), ("v", prof.covariance_centres("v", "v")),
+                      ("w", prof.covariance_faces_to_centres(None, "w")), ("p", prof.covariance_centres("p", "p"))):
+        if var is not None:
+            rms[name] = np.sqrt(np.maximum(var, 0.0))
+    uw = prof.covariance_faces_to_centres("u", "w")
+
+    symmetric = bool(np.allclose(zc + zc[::-1], lz, rtol=0.0, atol=1e-10 * lz))
+    if fold is None:
+        fold = symmetric
+    elif fold and not symmetric:
+        raise ValueError("fold=True needs a z grid symmetric about the channel centre")
+
+    # per-wall views of a centre profile: (value relative to that wall, sign of the wall-normal axis)
+    def halves(values: np.ndarray, odd: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``odd``: the quantity changes sign with the wall-normal direction (gradients, shear stress)."""
+        bottom = values[zc <= h + 1e-12 * lz]
+        top = values[zc >= h - 1e-12 * lz][::-1]
+        return bottom, (-top if odd else top)
+
+    ub, ut = prof.u_wall
+    profiles_plus: dict[str, tuple[np.ndarray, np.ndarray]] = {
+        "U_plus": ((halves(U)[0] - ub) / u_tau, (halves(U)[1] - ut) / u_tau),
+        "dUdy_plus": tuple(x * delta_nu / u_tau for x in halves(dudz, odd=True)),
+    }
+    for name, values in rms.items():
+        scale = tau if name == "p" else u_tau
+        profiles_plus[f"{name}_rms_plus"] = tuple(x / scale for x in halves(values))
+    if uw is not None:
+        profiles_plus["reynolds_stress_plus"] = tuple(-x / tau for x in halves(uw, odd=True))
+    y_b, y_t = halves(zc)[0], lz - halves(zc)[1]
+
+    attrs = {
+        "nu": nu,
+        "lz": lz,
+        "h": h,
+        "window": "all" if window is None else [float(t) if t is not None else None for t in window],
+        "folded": int(bool(fold)),
+        "gradient_order": int(gradient_order),
+        "u_wall": list(prof.u_wall),
+        "description": "channel statistics in wall units (daskflow.analysis.wall_units)",
+    }
+    if fold:
+        n = (nz + 1) // 2
+        data = {name: (("k",), 0.5 * (b[:n] + t[:n])) for name, (b, t) in profiles_plus.items()}
+        y = 0.5 * (y_b[:n] + y_t[:n])
+        coords = {"y": (("k",), y), "yplus": (("k",), y / delta_nu), "y_over_h": (("k",), y / h)}
+        dims: tuple[str, ...] = ("k",)
+    else:
+        n = max(y_b.size, y_t.size)
+
+        def pad(x: np.ndarray) -> np.ndarray:
+            return np.concatenate([x, np.full(n - x.size, np.nan)])
+
+        data = {name: (("wall", "k"), np.stack([pad(b), pad(t)])) for name, (b, t) in profiles_plus.items()}
+        y = np.stack([pad(y_b), pad(y_t)])
+        dims = ("wall", "k")
+        coords = {"wall": ("wall", ["bottom", "top"]), "y": (dims, y), "yplus": (dims, y / delta_nu),
+                  "y_over_h": (dims, y / h)}
+    coords["k"] = ("k", np.arange(n))
+    if "dUdy_plus" in data and "reynolds_stress_plus" in data:
+        data["total_stress_plus"] = (dims, data["dUdy_plus"][1] + data["reynolds_stress_plus"][1])
+    data["total_stress_linear"] = (dims, 1.0 - coords["y_over_h"][1])
+
+    centre = {"U": U, "dUdz": dudz, **{f"{k}_rms": v for k, v in rms.items()}}
+    if uw is not None:
+        centre["uw"] = uw
+    data.update({name: (("z",), values) for name, values in centre.items()})
+    coords["z"] = ("z", zc)
+    scalars = {
+        "tau_wall_bottom": tau_b,
+        "tau_wall_top": tau_t,
+        "tau_wall": tau,
+        "u_tau_bottom": float(np.sqrt(tau_b)) if tau_b >= 0 else np.nan,
+        "u_tau_top": float(np.sqrt(tau_t)) if tau_t >= 0 else np.nan,
+        "u_tau": u_tau,
+        "re_tau": u_tau * h / nu,
+        "delta_nu": delta_nu,
+        "n_samples": prof.n_samples,
+    }
+    data.update({name: ((), value) for name, value in scalars.items()})
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    units = {"U": "velocity", "dUdz": "1/time", "uw": "velocity^2", "tau_wall": "velocity^2 (kinematic)",
+             "tau_wall_bottom": "velocity^2 (kinematic)", "tau_wall_top": "velocity^2 (kinematic)",
+             "u_tau": "velocity", "delta_nu": "length", "y": "length", "z": "length"}
+    for name, unit in units.items():
+        ds[name].attrs["units"] = unit
+    for name in ds.variables:
+        if name.endswith("_plus") or name in ("yplus", "re_tau", "y_over_h", "total_stress_linear"):
+            ds[name].attrs["units"] = "1"
+    return ds
+
+
+# ------------------------------------------------------------------------------------------------
+# Bulk quantities
+# ------------------------------------------------------------------------------------------------
+
+
+def bulk_quantities(
+    profiles: xr.Dataset,
+    nu: float | None = None,
+    lz: float | None = None,
+    window: Window = None,
+    *,
+    gradient_order: int = 2,
+    u_wall: tuple[float, float] = (0.0, 0.0),
+) -> dict[str, float]:
+    """Bulk and centreline quantities of the time-averaged channel flow (plain floats, run units).
+
+    - ``U_b``: bulk velocity ``(1/lz) sum U_k dz_k`` (midpoint rule over the cells, the solver's own
+      definition of the bulk velocity; second-order accurate).
+    - ``Re_b = U_b 2h / nu`` (based on the channel *height* ``2h = lz``, as in Dean's correlation).
+    - ``U_c``: centreline velocity, the quadratic through the three centres nearest ``z = h``
+      evaluated at ``h`` (exact for a parabola); ``Re_c = U_c h / nu`` (half height).
+    - ``tau_w``, ``u_tau``, ``Re_tau`` as in :func:`wall_units` (mean of both walls).
+    - ``Cf = tau_w / (0.5 U_b^2)``; ``Cf_dean = 0.073 Re_b^(-1/4)`` (Dean 1978, turbulent);
+      ``Cf_laminar = 12 / Re_b`` (plane Poiseuille flow).
+    - ``U_c_over_U_b``; ``n_samples`` (samples in the window).
+    """
+    nu, lz = _run_parameters(profiles, nu, lz)
+    prof = _Profiles(profiles, lz, window, u_wall)
+    zc, h = prof.zc, 0.5 * lz
+    U = prof.get("u")
+    dz = np.diff(prof.zf_all)
+    u_b = float(np.sum(U * dz) / lz)
+    near = np.sort(np.argsort(np.abs(zc - h))[: min(3, zc.size)])
+    zs, us = zc[near], U[near]
+    u_c = float(sum(us[i] * np.prod([(h - zs[j]) / (zs[i] - zs[j]) for j in range(zs.size) if j != i])
+                    for i in range(zs.size)))
+    grad_b, grad_t = _wall_gradients(zc, U, lz, prof.u_wall, gradient_order)
+    tau = float(0.5 * nu * (grad_b + grad_t))
+    re_b = u_b * lz / nu
+    return {
+        "U_b": u_b,
+        "Re_b": re_b,
+        "U_c": u_c,
+        "Re_c": u_c * h / nu,
+        "U_c_over_U_b": u_c / u_b if u_b != 0 else float("nan"),
+        "tau_w": tau,
+        "u_tau": float(np.sqrt(tau)) if tau >= 0 else float("nan"),
+        "Re_tau": float(np.sqrt(tau)) * h / nu if tau >= 0 else float("nan"),
+        "Cf": tau / (0.5 * u_b * u_b) if u_b != 0 else float("nan"),
+        "Cf_dean": 0.073 * re_b ** (-0.25) if re_b > 0 else float("nan"),
+        "Cf_laminar": 12.0 / re_b if re_b > 0 else float("nan"),
+        "n_samples": float(prof.n_samples),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Plots (matplotlib imported lazily; no pyplot, so no global state and no display needed)
+# ------------------------------------------------------------------------------------------------
+
+
+def _figure(nrows: int, ncols: int, size: tuple[float, float]):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plotting needs matplotlib (pip install matplotlib)") from exc
+    fig = Figure(figsize=size, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _per_wall(ds: xr.Dataset):
+    """(label suffix, dataset of one profile set) for a folded or a two-wall ``wall_units`` result."""
+    if "wall" in ds.dims:
+        return [(f" ({w})", ds.sel(wall=w)) for w in ds["wall"].values]
+    return [("", ds)]
+
+
+def plot_wall_units(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Save a PNG of a :func:`wall_units` result: ``U+`` versus ``y+`` (log axis) with the viscous
+    sublayer ``U+ = y+`` and the log law ``U+ = ln(y+) / 0.41 + 5.2``; rms velocities and ``-u'w'+``
+    versus ``y+``; the stress balance versus ``y/h``. Returns the path."""
+    fig, axes = _figure(1, 3, (15.0, 4.5))
+    ax_u, ax_rms, ax_stress = axes[0]
+    yp_all = np.asarray(ds["yplus"].values, dtype=float)
+    yp_all = yp_all[np.isfinite(yp_all) & (yp_all > 0)]
+    for suffix, one in _per_wall(ds):
+        ok = np.isfinite(np.asarray(one["yplus"].values, dtype=float))
+        yp = np.asarray(one["yplus"].values, dtype=float)[ok]
+        ax_u.semilogx(yp, np.asarray(one["U_plus"].values)[ok], "o-", ms=3, label=f"U+{suffix}")
+        for name, label in (("u_rms_plus", "u'+"), ("v_rms_plus", "v'+"), ("w_rms_plus", "w'+"),
+                            ("reynolds_stress_plus", "-u'w'+")):
+            if name in one:
+                ax_rms.plot(yp, np.asarray(one[name].values)[ok], label=label + suffix)
+        yh = np.asarray(one["y_over_h"].values, dtype=float)[ok]
+        for name, label in (("dUdy_plus", "dU+/dy+"), ("reynolds_stress_plus", "-u'w'+"),
+                            ("total_stress_plus", "total")):
+            if name in one:
+                ax_stress.plot(yh, np.asarray(one[name].values)[ok], label=label + suffix)
+    if yp_all.size:
+        line = np.geomspace(yp_all.min(), yp_all.max(), 200)
+        umax = float(np.nanmax(ds["U_plus"].values))
+        ax_u.semilogx(line, line, "k--", lw=1, label="U+ = y+")
+        ax_u.semilogx(line, np.log(line) / KAPPA + LOG_LAW_B, "k:", lw=1, label=f"ln(y+)/{KAPPA} + {LOG_LAW_B}")
+        ax_u.set_ylim(0.0, 1.2 * umax if umax > 0 else 1.0)
+        ax_stress.plot([0.0, 1.0], [1.0, 0.0], "k--", lw=1, label="1 - y/h")
+    title = f"Re_tau = {float(ds['re_tau']):.1f}, u_tau = {float(ds['u_tau']):.4g}"
+    ax_u.set(xlabel="y+", ylabel="U+", title=title)
+    ax_rms.set(xlabel="y+", ylabel="rms+, -u'w'+", title="velocity fluctuations")
+    ax_stress.set(xlabel="y/h", ylabel="stress / tau_w", title="stress balance")
+    for ax in (ax_u, ax_rms, ax_stress):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_scalars(scalars: xr.Dataset, path: str | os.PathLike, variables: list[str] | None = None) -> Path:
+    """Save a PNG of the run's scalar time series (every 1-D numeric variable on ``time`` except
+    ``step``, or ``variables``), one panel each versus ``time``; positive series spanning more than two
+    decades (``div_max``) on a log axis. Returns the path."""
+    if variables is None:
+        variables = [name for name, var in scalars.data_vars.items()
+                     if var.dims == ("time",) and name != "step" and np.issubdtype(var.dtype, np.number)]
+    if not variables:
+        raise ValueError("no scalar time series to plot")
+    ncols = 2 if len(variables) > 1 else 1
+    nrows = -(-len(variables) // ncols)
+    fig, axes = _figure(nrows, ncols, (6.0 * ncols, 2.6 * nrows))
+    t = np.asarray(scalars["time"].values)
+    for ax, name in zip(axes.ravel(), variables, strict=False):
+        y = np.asarray(scalars[name].values, dtype=float)
+        ax.plot(t, y, lw=1)
+        finite = y[np.isfinite(y)]
+        if finite.size and finite.min() > 0 and finite.max() > 100 * finite.min():
+            ax.set_yscale("log")
+        ax.set(xlabel="time", ylabel=name)
+        ax.grid(True, alpha=0.3)
+    for ax in axes.ravel()[len(variables):]:
+        ax.set_visible(False)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    return path

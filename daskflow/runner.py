@@ -1,0 +1,145 @@
+"""``daskflow run / validate / info``: configured runs from the command line.
+
+``run`` validates the configuration before anything starts, starts the embedded cluster (one
+worker per pencil: a ``LocalCluster``, or dask-cuda GPU workers over UCX) or connects to a
+scheduler address, prints the dashboard link, advances the simulation in segments with a progress
+line after each, and on Ctrl-C or SIGTERM (a walltime) finishes the segment, writes a checkpoint and
+exits 0 saying how to resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import json
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+
+from daskflow.config import load
+
+
+def _config(args) -> dict:
+    cfg = load(args.config)
+    if args.steps is not None:
+        cfg["time"]["steps"] = args.steps
+        cfg["time"]["end_time"] = None
+    if args.output is not None:
+        cfg["output"]["store"] = args.output
+    if args.restart and not cfg["output"]["store"]:
+        raise ValueError("--restart needs output.store (the store to continue)")
+    if not args.restart and cfg["output"]["store"] and Path(cfg["output"]["store"]).exists():
+        raise ValueError(f"config output.store: {cfg['output']['store']!r} already exists; use --restart to "
+                         "continue it or --output NEW to start another")
+    return load(copy.deepcopy(cfg))
+
+
+def validate(args) -> int:
+    cfg = load(args.config)
+    print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
+          f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
+    return 0
+
+
+def info(args) -> int:
+    from daskflow import __version__
+    from daskflow.backend import cupy_or_none, device_name
+
+    cp = cupy_or_none()
+    versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "zarr", "xarray", "cupy",
+                                                   "dask_cuda", "distributed_ucxx")}
+    print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
+                      "gpus": cp.cuda.runtime.getDeviceCount() if cp else 0,
+                      "gpu": device_name(cp) if cp else None,
+                      "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
+                      "default_cluster": "LocalCUDACluster (UCX)" if cp and importlib.util.find_spec("dask_cuda")
+                      else "LocalCluster"}, indent=2))
+    return 0
+
+
+def _version(name: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(name.replace("_", "-"))
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+@contextlib.contextmanager
+def _cluster(kind: str, workers: int):
+    if kind == "none":
+        yield None
+        return
+    from distributed import Client
+
+    if kind != "local":
+        with Client(kind) as client:
+            yield client
+        return
+    from daskflow.backend import cupy_or_none
+    from daskflow.cli import _start_cluster
+
+    with _start_cluster(workers, cupy_or_none() is not None) as cluster, Client(cluster) as client:
+        yield client
+
+
+class _Stop:
+    """Remembers a SIGINT/SIGTERM so the run can stop cleanly after the current segment."""
+
+    def __init__(self) -> None:
+        self.signal = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.signal = signal.Signals(signum).name
+
+
+def run(args) -> int:
+    from daskflow import Simulation
+
+    cfg = _config(args)
+    py, pz = cfg["solver"]["pencils"]
+    with _cluster(args.cluster, py * pz) as client:
+        if client is not None:
+            print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
+                  f"{client.dashboard_link}", file=sys.stderr)
+        sim = Simulation.restart(cfg["output"]["store"], client=client) if args.restart else Simulation(cfg, client)
+        total = cfg["time"]["steps"]
+        until = cfg["time"]["end_time"]
+        segment = args.report_every or max(1, (total or 200) // 20)
+        stop, start, first_step = _Stop(), time.perf_counter(), sim.step
+        interactive = sys.stderr.isatty()
+        while (total is None or sim.step - first_step < total) and (until is None or sim.time < until * (1 - 1e-14)):
+            steps = segment if total is None else min(segment, total - (sim.step - first_step))
+            sim.run(steps=steps, until=until)
+            done = sim.step - first_step
+            rate = done / (time.perf_counter() - start)
+            eta = (total - done) / rate if total else (until - sim.time) / (sim.dt * rate) if until else 0.0
+            diag = sim._diagnostics()
+            line = (f"step {sim.step}  t {sim.time:.4f}  dt {sim.dt:.3e}  div {diag['divergence_max']:.1e}  "
+                    f"Ub {diag['bulk_velocity']:.4f}  {rate:.1f} steps/s  ETA {eta:.0f} s")
+            print(("\r" + line) if interactive else line, file=sys.stderr, end="" if interactive else "\n")
+            if not all(map(_finite, diag.values())):
+                print(f"\ndaskflow run: the flow blew up at step {sim.step} (NaN or Inf); the last good "
+                      "checkpoint is kept", file=sys.stderr)
+                return 1
+            if stop.signal:
+                break
+        if interactive:
+            print(file=sys.stderr)
+        if stop.signal and sim.store:
+            sim.checkpoint()
+            print(f"daskflow run: {stop.signal} at step {sim.step}; checkpoint written. Resume with: "
+                  f"daskflow run {args.config} --restart", file=sys.stderr)
+        summary = {"steps": sim.step, "time": sim.time, "dt": sim.dt, "store": sim.store, "stopped_by": stop.signal}
+        print(json.dumps(summary))
+    return 0
+
+
+def _finite(value: float) -> bool:
+    return value == value and abs(value) != float("inf")

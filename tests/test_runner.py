@@ -1,0 +1,85 @@
+"""``daskflow run / validate / info`` in subprocesses: runs, restarts, clean stops."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import xarray as xr
+import yaml
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _small_config(tmp_path, **time_section):
+    cfg = yaml.safe_load((EXAMPLES / "channel-small.yaml").read_text())
+    cfg["grid"]["shape"] = [16, 8, 16]
+    cfg["time"].update(time_section)
+    cfg["output"].update({"store": str(tmp_path / "run.zarr"), "checkpoint_every": 5, "fields_every": 5})
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _daskflow(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "daskflow", *args], capture_output=True, text=True, timeout=300,
+                          **kwargs)
+
+
+def test_examples_validate():
+    for example in EXAMPLES.glob("*.yaml"):
+        proc = _daskflow("validate", str(example))
+        assert proc.returncode == 0 and "valid" in proc.stdout, proc.stderr
+
+
+def test_validate_names_the_bad_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid: {shape: [8, 8, 8]}\ntime: {implicit_diffusion: y}\n")
+    proc = _daskflow("validate", str(bad))
+    assert proc.returncode == 2 and "time.implicit_diffusion" in proc.stderr and "none, z, xyz" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_on_the_embedded_cluster_then_restart(tmp_path):
+    config = _small_config(tmp_path, steps=10)
+    proc = _daskflow("run", str(config), "--report-every", "5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "dashboard" in proc.stderr and "step 10" in proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 10
+    refused = _daskflow("run", str(config), cwd=tmp_path)
+    assert refused.returncode == 2 and "--restart" in refused.stderr  # never overwrites a store
+    proc = _daskflow("run", str(config), "--restart", "--steps", "5", "--cluster", "none", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 15
+    steps = xr.open_zarr(str(tmp_path / "run.zarr"), group="scalars", consolidated=False)["step"].values
+    assert list(steps) == list(range(1, 16))
+
+
+def test_sigterm_writes_a_checkpoint_and_exits_zero(tmp_path):
+    config = _small_config(tmp_path, steps=100000)
+    proc = subprocess.Popen([sys.executable, "-m", "daskflow", "run", str(config), "--cluster", "none",
+                             "--report-every", "2"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    scalars = tmp_path / "run.zarr" / "scalars" / "step"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (scalars / "c").exists():  # the run has written its first record
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "SIGTERM" in err and "--restart" in err
+    summary = json.loads(out.splitlines()[-1])
+    from daskflow.io import store
+
+    fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
+    assert clock["step"] == summary["steps"] == summary["steps"]
+
+
+def test_info_reports_versions():
+    proc = _daskflow("info")
+    assert proc.returncode == 0
+    info = json.loads(proc.stdout)
+    assert info["versions"]["dask"] and "default_cluster" in info

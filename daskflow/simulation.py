@@ -16,6 +16,7 @@ that advances its pencil, exchanging halos and solver pieces directly with the o
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -89,10 +90,19 @@ class Simulation:
         ``overrides`` replace config sections (for example ``solver={...}`` or ``time={...}``)."""
         from daskflow.io import store
 
-        config = store.root_config(store_path)
+        stored = store.root_config(store_path)
+        config = copy.deepcopy(stored)
         config["output"]["store"] = str(store_path)
         for section, values in overrides.items():
             config.setdefault(section, {}).update(values)
+        config = load(config)
+        for path in (("grid",), ("boundaries",), ("physics", "nu"), ("solver", "dtype")):
+            old, new = stored, config
+            for key in path:
+                old, new = old[key], new[key]
+            if old != new:
+                raise ValueError(f"restart: {'.'.join(path)} differs from the checkpoint's ({old!r} there, "
+                                 f"{new!r} now); only the decomposition, cluster, time and output may change")
         return cls(config, client=client, _restart=True)
 
     def _load_checkpoint(self) -> None:

@@ -4,5 +4,13 @@ from daskflow.grid import Grid
 from daskflow.poisson import HelmholtzSolver, PoissonSolver
 from daskflow.simulation import Simulation
 
+
+def open_run(store):
+    """The groups of a run's Zarr store as lazy xarray datasets (see :func:`daskflow.analysis.open_run`)."""
+    from daskflow.analysis import open_run as _open_run
+
+    return _open_run(store)
+
+
 __version__ = "0.1.0"
-__all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "Simulation", "__version__"]
+__all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "Simulation", "__version__", "open_run"]

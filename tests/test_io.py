@@ -109,7 +109,7 @@ def test_distributed_run_writes_the_same_store(tmp_path):
     cfg["solver"] = {"pencils": [2, 2]}
     with LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
         sim = Simulation(cfg, client=c).run(steps=6)
-        resumed_fields = sim.u.compute()
+        resumed_fields = to_numpy(sim.u.compute())
     np.testing.assert_allclose(resumed_fields, to_numpy(local.state.u), rtol=0, atol=1e-12)
     for group, names in (("fields", "uvwp"), ("scalars", ["bulk_velocity", "kinetic_energy", "cfl"]),
                          ("profiles", ["u", "uu", "uw", "w"])):
@@ -134,7 +134,7 @@ def test_distributed_restart_and_no_field_reaches_the_client(tmp_path):
         resumed = Simulation.restart(tmp_path / "d.zarr", client=c).run(steps=4)
         logs = c.run(lambda dask_worker: [entry["total"] for entry in dask_worker.transfer_outgoing_log])
         assert max((t for totals in logs.values() for t in totals), default=0) < 2000
-        u_dist = resumed.u.compute()
+        u_dist = to_numpy(resumed.u.compute())
     straight = Simulation(_config(tmp_path / "s.zarr", implicit_diffusion="z")).run(steps=8)
     np.testing.assert_allclose(u_dist, to_numpy(straight.state.u), rtol=0, atol=1e-12)
     other = Simulation.restart(tmp_path / "d.zarr", solver={"pencils": [1, 1]})  # another decomposition

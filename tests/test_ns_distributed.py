@@ -36,7 +36,7 @@ def test_twenty_steps_equal_the_single_chunk_run(cluster, implicit, poisson):
         field = getattr(sim, name)
         assert (len(field.chunks[1]), len(field.chunks[2])) == tuple(pencils)
         ref = to_numpy(getattr(reference.state, name))
-        np.testing.assert_allclose(field.compute(), ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+        np.testing.assert_allclose(to_numpy(field.compute()), ref, rtol=0, atol=1e-10 * np.abs(ref).max())
     assert sim.divergence_max() < 1e-12
     assert abs(sim.bulk_velocity() - 0.6667) < 1e-12
 
@@ -47,12 +47,12 @@ def test_runs_continue_and_set_works_between_runs(cluster):
     cfg["solver"] = {"pencils": pencils}
     sim = Simulation(cfg, client=client).run(steps=3).run(steps=2)
     reference = Simulation(CHANNEL).run(steps=5)
-    np.testing.assert_allclose(sim.u.compute(), reference.state.u, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(to_numpy(sim.u.compute()), to_numpy(reference.state.u), rtol=0, atol=1e-10)
     sim.set(v=np.zeros(sim.grid.shape))
     reference.set(v=np.zeros(sim.grid.shape))
     sim.run(steps=2)
     reference.run(steps=2)
-    np.testing.assert_allclose(sim.w.compute(), reference.state.w, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(to_numpy(sim.w.compute()), to_numpy(reference.state.w), rtol=0, atol=1e-10)
 
 
 def test_pencils_must_match_the_workers(cluster):

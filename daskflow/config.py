@@ -32,8 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0]},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
-    "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0,
-               "checkpoint_every": 0, "compression": "zstd"},
+    "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0, "slices_every": 0,
+               "slices": {}, "checkpoint_every": 0, "compression": "zstd"},
 }
 COMPRESSION = ("zstd", "none")
 COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
@@ -51,7 +51,7 @@ def _merge(defaults: dict, given: dict, path: str) -> dict:
         where = f"{path}.{key}" if path else str(key)
         if key not in defaults:
             _fail(where, f"unknown key (allowed: {', '.join(sorted(defaults))})")
-        if isinstance(defaults[key], dict) and key != "boundaries":
+        if isinstance(defaults[key], dict) and defaults[key] and key != "boundaries":
             out[key] = _merge(defaults[key], value if value is not None else {}, where)
         else:
             out[key] = value
@@ -141,8 +141,20 @@ def validate(config: dict) -> dict:
     o = cfg["output"]
     if o["store"] is not None and not isinstance(o["store"], str):
         _fail("output.store", f"must be a path (string) or null, got {o['store']!r}")
-    for key in ("scalars_every", "profiles_every", "fields_every", "checkpoint_every"):
+    for key in ("scalars_every", "profiles_every", "fields_every", "slices_every", "checkpoint_every"):
         o[key] = int(_number(o[key], f"output.{key}", minimum=0))
+    if not isinstance(o["slices"], dict):
+        _fail("output.slices", f"must be a mapping of axis (x, y, z) to a list of coordinates, got {o['slices']!r}")
+    for axis, planes in o["slices"].items():
+        if axis not in ("x", "y", "z"):
+            _fail(f"output.slices.{axis}", "unknown axis (allowed: x, y, z)")
+        if not isinstance(planes, list) or not planes:
+            _fail(f"output.slices.{axis}", f"must be a non-empty list of coordinates, got {planes!r}")
+        length = cfg["grid"]["lengths"]["xyz".index(axis)]
+        o["slices"][axis] = [_number(v, f"output.slices.{axis}[{i}]") for i, v in enumerate(planes)]
+        for i, v in enumerate(o["slices"][axis]):
+            if not 0.0 <= v <= length:
+                _fail(f"output.slices.{axis}[{i}]", f"must lie in [0, {length}] (the box), got {v}")
     _choice(o["compression"], COMPRESSION, "output.compression")
     return cfg
 

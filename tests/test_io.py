@@ -148,3 +148,37 @@ def test_restart_refuses_an_incompatible_configuration(tmp_path):
     with pytest.raises(ValueError, match="solver.dtype differs"):
         Simulation.restart(tmp_path / "r.zarr", solver={"dtype": "float32"})
     assert Simulation.restart(tmp_path / "r.zarr", solver={"poisson": "ftm", "pencils": [2, 1]}).step == 4
+
+
+def test_slices_on_the_cluster_equal_the_fields(tmp_path):
+    """Planes by coordinate, written by the pencils that hold them (2x2), match the fields."""
+    cfg = _config(tmp_path / "s.zarr")
+    cfg["output"].update({"slices_every": 3, "slices": {"z": [0.05, 1.0], "y": [1.1], "x": [2.0]}})
+    cfg["solver"] = {"pencils": [2, 2]}
+    with LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        Simulation(cfg, client=c).run(steps=6)
+    fields = _open(tmp_path / "s.zarr", "fields").isel(time=-1)
+    g = Simulation(_config(tmp_path / "unused.zarr")).grid
+    z = _open(tmp_path / "s.zarr", "slices/z").isel(time=-1)
+    assert z.sizes["z"] == 2 and z["u"].dims == ("xf", "y", "z")
+    for n, value in enumerate([0.05, 1.0]):
+        k = int(np.argmin(np.abs(g.zc - value)))
+        assert z["z"].values[n] == g.zc[k]
+        np.testing.assert_array_equal(z["u"].values[:, :, n], fields["u"].values[:, :, k])
+        w = fields["w"].values
+        below = w[:, :, k - 1] if k > 0 else 0.0
+        np.testing.assert_allclose(z["w"].values[:, :, n], 0.5 * (below + w[:, :, k]), atol=1e-15)
+    y = _open(tmp_path / "s.zarr", "slices/y").isel(time=-1)
+    j = int(np.argmin(np.abs(g.yc - 1.1)))
+    np.testing.assert_allclose(y["v"].values[:, 0, :], 0.5 * (fields["v"].values[:, j - 1, :] +
+                                                              fields["v"].values[:, j, :]), atol=1e-15)
+    x = _open(tmp_path / "s.zarr", "slices/x").isel(time=-1)
+    i = int(np.argmin(np.abs(g.xc - 2.0)))
+    np.testing.assert_array_equal(x["p"].values[0], fields["p"].values[i])
+
+
+def test_bad_slices_are_rejected():
+    cfg = _config("unused.zarr")
+    cfg["output"]["slices"] = {"z": [5.0]}
+    with pytest.raises(ValueError, match=r"output.slices.z\[0\]"):
+        Simulation(cfg)

@@ -42,6 +42,8 @@ class Output:
             self.profiles(stepper, state)
         if self._due("fields", step):
             self.fields(stepper, state)
+        if self._due("slices", step) and self.every.get("slices"):
+            self.slices(stepper, state)
         if self._due("checkpoint", step):
             self.checkpoint(stepper, state)
 
@@ -113,6 +115,35 @@ class Output:
             group[name][(index, *domain.region)] = to_numpy(getattr(state, name))
         domain.barrier()
 
+    def slices(self, stepper, state) -> None:
+        """Planes of every field at the chosen cell centres; each participant writes its part."""
+        domain, grid = stepper.domain, stepper.grid
+        root = self.root["slices"]
+        if domain.rank0:
+            for axis_name in self.every["slices"]:
+                group = root[axis_name]
+                index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
+                group["time"][index] = state.time
+                group["step"][index] = state.step
+        padded = domain.pad_velocity([state.u, state.v, state.w])  # collective: on every participant
+        domain.barrier()
+        root = zarr.open_group(self.path, mode="r+")["slices"]
+        for axis_name, planes in self.every["slices"].items():
+            axis = "xyz".index(axis_name)
+            group = root[axis_name]
+            index = group["time"].shape[0] - 1
+            region = domain.region
+            start, stop = (region[axis].start or 0), (region[axis].stop or grid.shape[axis])
+            for n, k in enumerate(store.slice_planes(grid, axis, planes)):
+                if not start <= k < stop:
+                    continue
+                for c, name in enumerate(store.FIELD_DIMS):
+                    value = _plane(getattr(state, name), padded[c] if c < 3 else None, axis, k - start, c == axis)
+                    target = list(region)
+                    target[axis] = n
+                    group[name][(index, *target)] = to_numpy(value)
+        domain.barrier()
+
     def checkpoint(self, stepper, state) -> None:
         domain = stepper.domain
         slot = store.next_slot(self.path)
@@ -124,3 +155,17 @@ class Output:
             store.commit_checkpoint(self.path, slot, {"time": state.time, "step": state.step, "dt": state.dt,
                                                       "forcing_gradient": state.forcing_gradient})
         domain.barrier()
+
+
+def _plane(field, padded, axis: int, k: int, staggered: bool):
+    """Plane ``k`` (local index) of ``field`` along ``axis``; a component stored on faces normal to
+    ``axis`` is averaged from its two faces to the cell centre, the lower one read from ``padded``
+    (the component with one ghost layer, so the halo or wall face below the chunk is there)."""
+    sl = [slice(None)] * 3
+    sl[axis] = k
+    if not staggered:
+        return field[tuple(sl)]
+    inner = [slice(1, -1)] * 3
+    below, above = list(inner), list(inner)
+    below[axis], above[axis] = k, k + 1  # padded index k is the face below plane k
+    return 0.5 * (padded[tuple(below)] + padded[tuple(above)])

@@ -9,6 +9,9 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
   ``(time, zf)``, plus ``step``;
 * ``scalars``: ``step, dt, cfl, div_max, bulk_velocity, tau_wall_bottom, tau_wall_top, re_tau,
   kinetic_energy`` versus ``time``;
+* ``slices/x``, ``slices/y``, ``slices/z``: planes at the cell centres nearest the configured
+  coordinates, the cut axis keeping only those centres (``u (time, x, y, z)`` with ``x`` the chosen
+  planes for an x cut); components staggered along the cut axis are averaged to the plane;
 * ``checkpoint``: two slots ``a`` and ``b`` holding ``u, v, w, p`` and the clock in attributes; the
   file ``checkpoint/CURRENT`` names the slot of the latest *complete* checkpoint. A checkpoint is
   written into the other slot and the name is switched by an atomic rename afterwards, so a crash
@@ -79,12 +82,37 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     _time_axis(scalars)
     for name in SCALARS[1:]:
         scalars.create_array(name, shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"])
+    slices = config["output"].get("slices") or {}
+    if slices:
+        slice_root = root.create_group("slices")
+        for axis_name, planes in slices.items():
+            axis = "xyz".index(axis_name)
+            index = slice_planes(grid, axis, planes)
+            group = slice_root.create_group(axis_name)
+            kept = {name: dims for name, dims in coords.items() if name[0] != axis_name}
+            axis_coords(group, kept)
+            group.create_array(axis_name, data=coords[axis_name][index], dimension_names=[axis_name])
+            _time_axis(group)
+            for name, dims in FIELD_DIMS.items():
+                dims = tuple(axis_name if d[0] == axis_name else d for d in dims)
+                shape = [nx, ny, nz]
+                shape[axis] = len(index)
+                chunks = [nx, y_chunk, z_chunk]
+                chunks[axis] = 1
+                group.create_array(name, shape=(0, *shape), chunks=(1, *chunks), dtype=dtype,
+                                   dimension_names=["time", *dims], compressors=compressors)
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
         group = checkpoint.create_group(slot)
         for name in FIELD_DIMS:
             group.create_array(name, shape=(nx, ny, nz), chunks=(nx, y_chunk, z_chunk), dtype=dtype,
                                compressors=compressors)
+
+
+def slice_planes(grid: Grid, axis: int, planes) -> np.ndarray:
+    """Indices of the cell centres nearest the coordinates ``planes`` along ``axis`` (sorted, unique)."""
+    centres = (grid.xc, grid.yc, grid.zc)[axis]
+    return np.unique([int(np.argmin(np.abs(centres - value))) for value in planes])
 
 
 def _time_axis(group) -> None:

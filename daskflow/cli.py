@@ -1,6 +1,6 @@
-"""Command line: ``daskflow run CONFIG`` (a simulation), ``daskflow validate CONFIG``, ``daskflow
-info``, and ``daskflow poisson`` (a manufactured-solution Poisson solve on an embedded Dask cluster,
-checked against the exact solution).
+"""Command line: ``daskflow run CONFIG`` (a simulation), ``daskflow validate CONFIG``,
+``daskflow info``, ``daskflow jobscript CONFIG``, and ``daskflow poisson`` (a manufactured-solution
+Poisson solve on an embedded Dask cluster, checked against the exact solution).
 """
 
 from __future__ import annotations
@@ -20,20 +20,6 @@ from daskflow.poisson import PoissonSolver
 from daskflow.poisson.plan import DTYPES, METHODS
 
 
-def _start_cluster(workers: int, gpu: bool):
-    """The embedded cluster: dask-cuda workers (UCX when available) on GPUs, else a LocalCluster."""
-    import importlib.util
-
-    if gpu and importlib.util.find_spec("dask_cuda") is not None:
-        from dask_cuda import LocalCUDACluster
-
-        protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
-        return LocalCUDACluster(n_workers=workers, protocol=protocol, dashboard_address=":0")
-    from distributed import LocalCluster
-
-    return LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0")
-
-
 def _to_gpu(block):
     import cupy
 
@@ -47,12 +33,14 @@ def _to_host(block):
 def poisson_on_cluster(args, grid: Grid, solver: PoissonSolver, rhs: np.ndarray, gpu: bool) -> tuple:
     """Solve the demo problem as a Dask graph on the embedded cluster; returns (x, seconds)."""
     import dask.array as da
-    from distributed import Client, wait
+    from distributed import wait
 
+    from daskflow.cluster import start
+    from daskflow.config import DEFAULTS
     from daskflow.poisson.distributed import home_chunks, persist_home
 
-    workers = args.pencils[0] * args.pencils[1]
-    with _start_cluster(workers, gpu) as cluster, Client(cluster) as client:
+    section = {**DEFAULTS["cluster"], "kind": "local-cuda" if gpu else "local"}
+    with start(section, args.pencils[0] * args.pencils[1]) as client:
         print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard {client.dashboard_link}",
               file=sys.stderr)
         b = da.from_array(rhs, chunks=home_chunks(solver))
@@ -129,13 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--steps", type=int, help="override time.steps")
     r.add_argument("--output", help="override output.store")
     r.add_argument("--restart", action="store_true", help="continue from the latest checkpoint of the store")
-    r.add_argument("--cluster", default="local",
-                   help="local (embedded cluster, one worker per pencil; default), none (in process) or a "
-                        "scheduler address")
+    r.add_argument("--cluster", default=None,
+                   help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
+                        "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
     r.add_argument("--report-every", type=int, default=0, help="steps between progress lines (default: ~20 lines)")
     v = sub.add_parser("validate", help="check a configuration without starting anything")
     v.add_argument("config")
     sub.add_parser("info", help="versions, GPUs, UCX availability, default cluster")
+    j = sub.add_parser("jobscript", help="print the batch script dask-jobqueue submits for the cluster section")
+    j.add_argument("config")
     p = sub.add_parser("poisson", help="solve a manufactured Poisson problem and report accuracy and speed")
     p.add_argument("--shape", type=int, nargs=3, default=[64, 64, 64], metavar=("NX", "NY", "NZ"))
     p.add_argument("--lengths", type=float, nargs=3, default=[2.0, 1.0, 2.0], metavar=("LX", "LY", "LZ"))
@@ -156,11 +146,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("run", "validate", "info"):
-        from daskflow.runner import info, run, validate
+    if args.command in ("run", "validate", "info", "jobscript"):
+        from daskflow.runner import info, jobscript, run, validate
 
         try:
-            return {"run": run, "validate": validate, "info": info}[args.command](args)
+            return {"run": run, "validate": validate, "info": info, "jobscript": jobscript}[args.command](args)
         except ValueError as exc:
             print(f"daskflow {args.command}: {exc}", file=sys.stderr)
             return 2

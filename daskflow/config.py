@@ -36,6 +36,14 @@ DEFAULTS: dict[str, Any] = {
                "slices": {}, "checkpoint_every": 0, "compression": "zstd"},
 }
 COMPRESSION = ("zstd", "none")
+CLUSTERS = ("auto", "none", "local", "local-cuda", "slurm", "pbs", "address", "scheduler-file")
+PROTOCOLS = ("auto", "tcp", "ucx", "tls")
+DEFAULTS["cluster"] = {
+    "kind": "auto", "workers": None, "threads_per_worker": 1, "protocol": "auto", "rmm_pool_size": None,
+    "dashboard_address": "127.0.0.1:0", "address": None, "scheduler_file": None,
+    "queue": None, "account": None, "walltime": "01:00:00", "cores": 8, "memory": "64GB", "gpus_per_node": 4,
+    "nodes": 1, "job_extra_directives": [], "tls": None,
+}
 COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
 
 
@@ -156,7 +164,31 @@ def validate(config: dict) -> dict:
             if not 0.0 <= v <= length:
                 _fail(f"output.slices.{axis}[{i}]", f"must lie in [0, {length}] (the box), got {v}")
     _choice(o["compression"], COMPRESSION, "output.compression")
+    _cluster(cfg["cluster"])
     return cfg
+
+
+def _cluster(c: dict) -> None:
+    _choice(c["kind"], CLUSTERS, "cluster.kind")
+    _choice(c["protocol"], PROTOCOLS, "cluster.protocol")
+    for key in ("threads_per_worker", "cores", "gpus_per_node", "nodes"):
+        c[key] = int(_number(c[key], f"cluster.{key}", positive=True))
+    if c["workers"] is not None:
+        c["workers"] = int(_number(c["workers"], "cluster.workers", positive=True))
+    for key in ("rmm_pool_size", "dashboard_address", "address", "scheduler_file", "queue", "account", "walltime",
+                "memory"):
+        if c[key] is not None and not isinstance(c[key], str):
+            _fail(f"cluster.{key}", f"must be a string or null, got {c[key]!r}")
+    if c["kind"] == "address" and not c["address"]:
+        _fail("cluster.address", "is required when cluster.kind is 'address' (e.g. tcp://host:8786)")
+    if c["kind"] == "scheduler-file" and not c["scheduler_file"]:
+        _fail("cluster.scheduler_file", "is required when cluster.kind is 'scheduler-file'")
+    directives = c["job_extra_directives"]
+    if not isinstance(directives, list) or not all(isinstance(d, str) for d in directives):
+        _fail("cluster.job_extra_directives", "must be a list of strings")
+    if c["tls"] is not None:
+        if not isinstance(c["tls"], dict) or set(c["tls"]) - {"ca_file", "cert", "key"}:
+            _fail("cluster.tls", "must be a mapping with ca_file, cert and key (PEM file paths)")
 
 
 def load(source: dict | str | Path) -> dict:

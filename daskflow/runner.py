@@ -9,7 +9,6 @@ exits 0 saying how to resume.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.util
 import json
@@ -19,11 +18,21 @@ import sys
 import time
 from pathlib import Path
 
+from daskflow.cluster import job_script
+from daskflow.cluster import start as start_cluster
 from daskflow.config import load
 
 
 def _config(args) -> dict:
     cfg = load(args.config)
+    if args.cluster is not None:  # --cluster KIND or a scheduler address
+        kinds = ("auto", "none", "local", "local-cuda", "slurm", "pbs")
+        if args.cluster in kinds:
+            cfg["cluster"]["kind"] = args.cluster
+        elif args.cluster.startswith("scheduler-file:"):
+            cfg["cluster"].update(kind="scheduler-file", scheduler_file=args.cluster.split(":", 1)[1])
+        else:
+            cfg["cluster"].update(kind="address", address=args.cluster)
     if args.steps is not None:
         cfg["time"]["steps"] = args.steps
         cfg["time"]["end_time"] = None
@@ -41,6 +50,11 @@ def validate(args) -> int:
     cfg = load(args.config)
     print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
           f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
+    return 0
+
+
+def jobscript(args) -> int:
+    print(job_script(load(args.config)["cluster"]))
     return 0
 
 
@@ -69,24 +83,6 @@ def _version(name: str) -> str | None:
         return None
 
 
-@contextlib.contextmanager
-def _cluster(kind: str, workers: int):
-    if kind == "none":
-        yield None
-        return
-    from distributed import Client
-
-    if kind != "local":
-        with Client(kind) as client:
-            yield client
-        return
-    from daskflow.backend import cupy_or_none
-    from daskflow.cli import _start_cluster
-
-    with _start_cluster(workers, cupy_or_none() is not None) as cluster, Client(cluster) as client:
-        yield client
-
-
 class _Stop:
     """Remembers a SIGINT/SIGTERM so the run can stop cleanly after the current segment."""
 
@@ -104,7 +100,7 @@ def run(args) -> int:
 
     cfg = _config(args)
     py, pz = cfg["solver"]["pencils"]
-    with _cluster(args.cluster, py * pz) as client:
+    with start_cluster(cfg["cluster"], py * pz) as client:
         if client is not None:
             print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
                   f"{client.dashboard_link}", file=sys.stderr)

@@ -83,3 +83,24 @@ def test_info_reports_versions():
     assert proc.returncode == 0
     info = json.loads(proc.stdout)
     assert info["versions"]["dask"] and "default_cluster" in info
+
+
+def test_jobscript_for_slurm_and_pbs(tmp_path):
+    for name, marker in (("slurm-gpu.yaml", "#SBATCH"), ("pbs-gpu.yaml", "#PBS")):
+        deploy = yaml.safe_load((EXAMPLES.parent / "deploy" / name).read_text())
+        cfg = yaml.safe_load((EXAMPLES / "channel180.yaml").read_text())
+        cfg.update(deploy)
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(cfg))
+        proc = _daskflow("jobscript", str(path))
+        assert proc.returncode == 0, proc.stderr
+        assert marker in proc.stdout and "dask_cuda.cli" in proc.stdout and "ucx" in proc.stdout
+    proc = _daskflow("jobscript", str(EXAMPLES / "channel-small.yaml"))
+    assert proc.returncode == 2 and "cluster.kind" in proc.stderr
+
+
+def test_cluster_address_must_be_given(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: {kind: address}\n")
+    proc = _daskflow("validate", str(bad))
+    assert proc.returncode == 2 and "cluster.address" in proc.stderr

@@ -1,0 +1,114 @@
+"""Clusters for a run, from the ``cluster`` configuration section.
+
+``kind``: ``auto`` (the embedded default: a ``LocalCUDACluster`` with UCX when GPUs and dask-cuda
+are present, else a ``LocalCluster``), ``none`` (in process), ``local``, ``local-cuda``, ``slurm`` and
+``pbs`` (dask-jobqueue, dask-cuda GPU workers), ``address`` (a running scheduler) or
+``scheduler-file`` (a scheduler started in the same allocation, see ``deploy/``). Every worker
+count defaults to one worker per pencil. Dashboards bind to localhost unless configured otherwise;
+``tls`` (CA, certificate and key files) secures every connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+
+from daskflow.backend import cupy_or_none
+
+
+def _security(section: dict):
+    if not section.get("tls"):
+        return None
+    from distributed.security import Security
+
+    tls = section["tls"]
+    return Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
+                    tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"], tls_worker_cert=tls["cert"],
+                    tls_worker_key=tls["key"], require_encryption=True)
+
+
+def _protocol(section: dict, gpu: bool) -> str:
+    if section["protocol"] != "auto":
+        return section["protocol"]
+    if section.get("tls"):
+        return "tls"
+    return "ucx" if gpu and importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
+
+
+def _jobqueue_kwargs(section: dict, kind: str) -> dict:
+    """dask-jobqueue arguments: one dask-cuda worker per GPU of each node, UCX between them."""
+    gpus = section["gpus_per_node"]
+    kwargs = {"queue": section["queue"], "account": section["account"], "walltime": section["walltime"],
+              "cores": section["cores"], "memory": section["memory"], "processes": gpus,
+              "job_extra_directives": list(section["job_extra_directives"]),
+              "worker_command": "dask_cuda.cli",
+              "protocol": section["protocol"] if section["protocol"] != "auto" else "ucx",
+              "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
+    if kind == "slurm":
+        kwargs["job_extra_directives"] = [f"--gpus-per-node={gpus}", *kwargs["job_extra_directives"]]
+    else:
+        kwargs["resource_spec"] = f"select=1:ncpus={section['cores']}:ngpus={gpus}"
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def job_script(section: dict) -> str:
+    """The batch script dask-jobqueue submits for one node of workers (nothing is started)."""
+    kind = section["kind"]
+    if kind not in ("slurm", "pbs"):
+        raise ValueError(f"config cluster.kind: job scripts exist for slurm and pbs, got {kind!r}")
+    if importlib.util.find_spec("dask_jobqueue") is None:
+        raise ValueError("cluster.kind slurm/pbs needs dask-jobqueue (pip install 'daskflow[hpc]')")
+    from dask_jobqueue.pbs import PBSJob
+    from dask_jobqueue.slurm import SLURMJob
+
+    job = {"slurm": SLURMJob, "pbs": PBSJob}[kind]
+    kwargs = _jobqueue_kwargs(section, kind)
+    kwargs.pop("scheduler_options")
+    return job(scheduler="tcp://SCHEDULER-ADDRESS:8786", name="daskflow-worker", **kwargs).job_script()
+
+
+@contextlib.contextmanager
+def start(section: dict, workers: int):
+    """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``)."""
+    from distributed import Client
+
+    kind = section["kind"]
+    security = _security(section)
+    if kind == "none":
+        yield None
+        return
+    if kind in ("address", "scheduler-file"):
+        if kind == "address":
+            target = {"address": section["address"]}
+        else:
+            target = {"scheduler_file": section["scheduler_file"]}
+        with Client(**target, security=security) as client:
+            yield client
+        return
+    n = section["workers"] or workers
+    gpu = kind == "local-cuda" or (kind == "auto" and cupy_or_none() is not None
+                                   and importlib.util.find_spec("dask_cuda") is not None)
+    if kind in ("slurm", "pbs"):
+        import dask_jobqueue
+
+        cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
+        cluster = cls(**_jobqueue_kwargs(section, kind), security=security)
+        cluster.scale(n)
+    elif gpu:
+        from dask_cuda import LocalCUDACluster
+
+        options = {}
+        if section["rmm_pool_size"]:
+            options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
+        cluster = LocalCUDACluster(n_workers=n, protocol=_protocol(section, True), security=security,
+                                   dashboard_address=section["dashboard_address"], **options)
+    else:
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
+                               protocol=_protocol(section, False), security=security,
+                               dashboard_address=section["dashboard_address"])
+    with cluster, Client(cluster, security=security) as client:
+        if kind in ("slurm", "pbs"):
+            client.wait_for_workers(n)
+        yield client

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# daskflow inside one SLURM allocation: scheduler + one dask-cuda worker per GPU + the run.
+#   sbatch --nodes=N --gpus-per-node=G deploy/slurm-batch.sh CONFIG.yaml     (RESTART=1 to continue)
+#SBATCH --job-name=daskflow
+#SBATCH --time=12:00:00
+#SBATCH --signal=B:TERM@120
+set -euo pipefail
+config=${1:?usage: slurm-batch.sh CONFIG.yaml}
+scheduler_file=${SLURM_SUBMIT_DIR:-$PWD}/scheduler-${SLURM_JOB_ID:-local}.json
+dask scheduler --scheduler-file "$scheduler_file" --protocol ucx --dashboard-address 127.0.0.1:8787 &
+while [ ! -f "$scheduler_file" ]; do sleep 1; done
+srun --ntasks-per-node=1 dask cuda worker --scheduler-file "$scheduler_file" --protocol ucx &
+restart=()
+[ "${RESTART:-0}" = 1 ] && restart=(--restart)
+# run in the background so the batch shell can forward SLURM's TERM to it
+daskflow run "$config" --cluster "scheduler-file:$scheduler_file" "${restart[@]}" &
+run=$!
+trap 'kill -TERM $run' TERM
+wait $run

@@ -17,6 +17,7 @@ that advances its pencil, exchanging halos and solver pieces directly with the o
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -107,7 +108,12 @@ class Simulation:
 
     def _load_checkpoint(self) -> None:
         from daskflow.io import store
+        from daskflow.pencils.layout import split_sizes
 
+        py, pz = self.config["solver"]["pencils"]
+        nx, ny, nz = self.grid.shape
+        if self.config["output"]["fields_every"] or self.config["output"]["slices_every"]:
+            store.check_alignment(self.store, ((nx,), split_sizes(ny, py), split_sizes(nz, pz)))
         fields, clock = store.read_checkpoint(self.store)
         store.truncate_after(self.store, clock["step"])
         self.set(**fields)
@@ -154,7 +160,7 @@ class Simulation:
         for key in dec.indices:
             y, z = dec.y[key[0]], dec.z[key[1]]
             pencil = {name: np.asfortranarray(to_numpy(getattr(self.state, name))[:, y, z]) for name in "uvwp"}
-            pencil.update(history=[], time=self.state.time, step=self.state.step, dt=self.state.dt,
+            pencil.update(time=self.state.time, step=self.state.step, dt=self.state.dt,
                           forcing_gradient=self.state.forcing_gradient)
             owner = self._owner(key)
             future = self.client.scatter(pencil, workers=[owner], hash=False)
@@ -166,12 +172,17 @@ class Simulation:
 
         if self._pencils is None:
             self._scatter()
+        from daskflow.pencils.direct import ready_marker
+
         self._runs += 1
-        run_id = f"{id(self)}-{self._runs}"
+        run_id = uuid.uuid4().hex
         dec = self._flow_plan.poisson_plan.decomposition
-        futures = [self.client.submit(fn, self._plan_future, run_id, self._workers, pencil, *args,
-                                      workers=[self._owner(key)], allow_other_workers=False, pure=False)
-                   for key, pencil in zip(dec.indices, self._pencils, strict=True)]
+        owners = [self._owner(key) for key in dec.indices]
+        markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
+                   for pencil, owner in zip(self._pencils, owners, strict=True)]
+        futures = [self.client.submit(fn, self._plan_future, run_id, self._workers, pencil, markers, *args,
+                                      workers=[owner], allow_other_workers=False, pure=False)
+                   for pencil, owner in zip(self._pencils, owners, strict=True)]
         wait(futures)
         return futures
 

@@ -133,12 +133,12 @@ def test_fused_granularity_equals_single_array(client, method):
         np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
-def test_fused_graph_is_one_task_per_worker_plus_outputs(client):
+def test_fused_graph_is_one_task_per_worker_plus_outputs_and_markers(client):
     solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (2, 2), granularity="fused")
     b = da.zeros(GRID.shape, chunks=home_chunks(solver))
     g = build_graph(solver, b, client)
     workers = len(client.scheduler_info()["workers"])
-    assert len(g.tasks) == min(workers, 4) + 4
+    assert len(g.tasks) == min(workers, 4) + 4 + 4  # fused tasks, outputs, ready markers
 
 
 def test_concurrent_fused_solves_do_not_deadlock(client):
@@ -154,3 +154,50 @@ def test_concurrent_fused_solves_do_not_deadlock(client):
 def test_bad_granularity_is_rejected():
     with pytest.raises(ValueError, match="granularity"):
         PoissonSolver(GRID, granularity="coarse")
+
+
+def test_a_failing_input_fails_every_fused_task_at_once(client):
+    """An input chunk that raises must not leave the other workers' fused tasks waiting."""
+    import time
+
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (2, 2), granularity="fused")
+
+    def boom(block, block_info=None):
+        if block_info[0]["chunk-location"] == (0, 1, 1):
+            raise RuntimeError("bad chunk")
+        return block
+
+    b = da.from_array(_rhs(7), chunks=home_chunks(solver)).map_blocks(boom, dtype=float)
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="bad chunk"):
+        solver.solve(b).compute()
+    assert time.perf_counter() - start < 30
+
+
+def test_a_failing_peer_aborts_the_others():
+    """A fused task that fails in the middle aborts the run on its peers instead of a 600 s wait."""
+    import time
+
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (1, 2), granularity="fused")
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        b = da.from_array(_rhs(8), chunks=home_chunks(solver))
+        solver.solve(b).compute()
+        c.run(_fail_on_second_exchange)
+        start = time.perf_counter()
+        with pytest.raises(RuntimeError):
+            solver.solve(b + 1).compute()
+        assert time.perf_counter() - start < 30
+
+
+def _fail_on_second_exchange(dask_worker):
+    """Make this worker's chunk (0, 1) raise inside its second exchange (a test hook)."""
+    from daskflow.pencils import direct
+
+    original = direct.DirectExecutor.exchange
+
+    def exchange(self, *args, **kwargs):
+        if self.exchanges == 1 and self.owner((0, 1)) == self.me:
+            raise RuntimeError("peer failure")
+        return original(self, *args, **kwargs)
+
+    direct.DirectExecutor.exchange = exchange

@@ -182,3 +182,18 @@ def test_bad_slices_are_rejected():
     cfg["output"]["slices"] = {"z": [5.0]}
     with pytest.raises(ValueError, match=r"output.slices.z\[0\]"):
         Simulation(cfg)
+
+
+def test_uneven_pencils_write_the_same_store(tmp_path):
+    """Pencils of 3, 3, 2 planes along y (ny = 8, py = 3): Zarr chunks tile them (one writer each)."""
+    Simulation(_config(tmp_path / "l.zarr")).run(steps=6)
+    cfg = _config(tmp_path / "u.zarr")
+    cfg["solver"] = {"pencils": [3, 1], "poisson": "ftm"}
+    with LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        Simulation(cfg, client=c).run(steps=6)
+    a, b = _open(tmp_path / "l.zarr", "fields"), _open(tmp_path / "u.zarr", "fields")
+    for name in "uvwp":
+        np.testing.assert_allclose(b[name].values, a[name].values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(store.read_checkpoint(str(tmp_path / "u.zarr"))[0]["u"],
+                               store.read_checkpoint(str(tmp_path / "l.zarr"))[0]["u"], rtol=0, atol=1e-12)
+    assert Simulation.restart(tmp_path / "l.zarr", solver={"pencils": [3, 1]}).step == 4  # chunks tile any split

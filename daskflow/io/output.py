@@ -147,7 +147,11 @@ class Output:
     def checkpoint(self, stepper, state) -> None:
         domain = stepper.domain
         slot = store.next_slot(self.path)
-        group = self.root["checkpoint"][slot]
+        if domain.rank0:
+            store.prepare_slot(self.root["checkpoint"], slot, stepper.grid.shape,
+                               store.aligned_chunks(domain.pencil_chunks), state.u.dtype, self.every["compression"])
+        domain.barrier()
+        group = zarr.open_group(self.path, mode="r+")["checkpoint"][slot]
         for name in store.FIELD_DIMS:
             group[name][domain.region] = to_numpy(getattr(state, name))
         domain.barrier()  # every pencil of the slot is on disk

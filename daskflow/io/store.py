@@ -4,7 +4,8 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
 
 * root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``;
 * ``fields``: ``u (time, xf, y, z)``, ``v (time, x, yf, z)``, ``w (time, x, y, zf)``,
-  ``p (time, x, y, z)`` and ``step (time)``; Zarr chunks are the pencils (one writer per chunk);
+  ``p (time, x, y, z)`` and ``step (time)``; Zarr chunks tile the pencils (one writer per chunk:
+  the pencil itself for even splits, the common divisor of the pencil sizes for uneven ones);
 * ``profiles``: plane averages ``u, v, p, uu, vv, pp, uv`` on ``(time, z)`` and ``w, ww, uw, vw`` on
   ``(time, zf)``, plus ``step``;
 * ``scalars``: ``step, dt, cfl, div_max, bulk_velocity, tau_wall_bottom, tau_wall_top, re_tau,
@@ -40,6 +41,29 @@ FIELD_DIMS = {"u": ("xf", "y", "z"), "v": ("x", "yf", "z"), "w": ("x", "y", "zf"
 SLOTS = ("a", "b")
 
 
+def aligned_chunks(pencil_chunks: tuple, pieces: int = 8) -> tuple[int, int]:
+    """Zarr chunk sizes along y and z that tile every pencil exactly (one writer per chunk): the
+    largest divisor of the pencils' common divisor that still cuts the axis into at least
+    ``pieces`` chunks, so a restart on up to ``pieces`` pencils per axis tiles the same store."""
+    out = []
+    for sizes in pencil_chunks[1:]:
+        common, n = int(np.gcd.reduce(np.asarray(sizes))), sum(sizes)
+        cap = max(1, n // pieces)
+        out.append(max(d for d in range(1, common + 1) if common % d == 0 and d <= cap))
+    return tuple(out)
+
+
+def check_alignment(path: str, pencil_chunks: tuple) -> None:
+    """Refuse a decomposition whose pencils would share Zarr chunks of the store's field snapshots
+    (checkpoints are re-chunked for the writer's decomposition at every write)."""
+    chunks = zarr.open_group(path, mode="r")["fields"]["u"].chunks[1:]
+    for axis, sizes in ((1, pencil_chunks[1]), (2, pencil_chunks[2])):
+        if any(size % chunks[axis] for size in sizes):
+            raise ValueError(f"config solver.pencils: pencils of sizes {list(sizes)} along {'xyz'[axis]} do not tile "
+                             f"the store's chunks of {chunks[axis]}; use a decomposition whose splits are "
+                             f"multiples of {chunks[axis]}")
+
+
 def coordinates(grid: Grid) -> dict[str, np.ndarray]:
     return {"x": grid.xc, "y": grid.yc, "z": grid.zc, "xf": grid.xf[1:], "yf": grid.yf[1:], "zf": grid.zf[1:]}
 
@@ -60,7 +84,7 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     compressors = _compressors(config["output"]["compression"])
     coords = coordinates(grid)
     nx, ny, nz = grid.shape
-    _, y_chunk, z_chunk = (max(c) for c in pencil_chunks)
+    y_chunk, z_chunk = aligned_chunks(pencil_chunks)
 
     def axis_coords(group, names):
         for name in names:
@@ -103,10 +127,17 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                                    dimension_names=["time", *dims], compressors=compressors)
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
-        group = checkpoint.create_group(slot)
-        for name in FIELD_DIMS:
-            group.create_array(name, shape=(nx, ny, nz), chunks=(nx, y_chunk, z_chunk), dtype=dtype,
-                               compressors=compressors)
+        prepare_slot(checkpoint, slot, grid.shape, (y_chunk, z_chunk), dtype, config["output"]["compression"])
+
+
+def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) -> None:
+    """(Re)create the arrays of checkpoint ``slot`` with chunks tiling the writer's pencils, so any
+    decomposition can write a checkpoint (only the other, non-current slot is ever touched)."""
+    group = checkpoint.require_group(slot)
+    nx, ny, nz = shape
+    for name in FIELD_DIMS:
+        group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype,
+                           compressors=_compressors(compression), overwrite=True)
 
 
 def slice_planes(grid: Grid, axis: int, planes) -> np.ndarray:

@@ -54,24 +54,37 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
     return state
 
 
-def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, steps, until) -> dict:
-    """Body of the fused task: advance this worker's pencil; returns the new pencil state."""
-    from distributed import get_worker, rejoin, secede
+def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body):
+    """Run ``body(stepper, state, domain)`` for this worker's pencil as one collective task: outside
+    the thread pool, aborting the run on every peer if it fails."""
+    from distributed import get_worker
+
+    from daskflow.pencils.direct import collective
 
     worker = get_worker()
     domain = ChunkDomain(plan, worker, run_id, workers)
     stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
-    state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"],
-                  list(pencil["history"]), pencil["forcing_gradient"])
-    writer = _writer(plan.output, plan.nu)
-    secede()  # waits for pieces from other workers: leave the thread pool
-    try:
-        advance(plan.time, stepper, state, steps, until, writer)
+    state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
+                  pencil["forcing_gradient"])
+    with collective(worker, run_id, workers):
+        out = body(stepper, state, domain)
         domain.finish()
-    finally:
-        rejoin()
-    return {**{name: getattr(state, name) for name in FIELDS}, "history": state.history, "time": state.time,
-            "step": state.step, "dt": state.dt, "forcing_gradient": state.forcing_gradient, "key": domain.key}
+    return out
+
+
+def _pencil(state: State, domain: ChunkDomain) -> dict:
+    return {**{name: getattr(state, name) for name in FIELDS}, "time": state.time, "step": state.step,
+            "dt": state.dt, "forcing_gradient": state.forcing_gradient, "key": domain.key}
+
+
+def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until) -> dict:
+    """Body of the fused task: advance this worker's pencil; returns the new pencil state.
+    ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks."""
+    def body(stepper, state, domain):
+        advance(plan.time, stepper, state, steps, until, _writer(plan.output, plan.nu))
+        return _pencil(state, domain)
+
+    return _on_worker(plan, run_id, workers, pencil, body)
 
 
 def _writer(output: dict | None, nu: float):
@@ -82,37 +95,21 @@ def _writer(output: dict | None, nu: float):
     return Output(output["store"], output, nu)
 
 
-def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict) -> dict:
+def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list) -> dict:
     """Write this worker's pencil into a new checkpoint (all workers together); returns the pencil."""
-    from distributed import get_worker, rejoin, secede
-
-    domain = ChunkDomain(plan, get_worker(), run_id, workers)
-    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
-    state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
-                  pencil["forcing_gradient"])
-    secede()
-    try:
+    def body(stepper, state, domain):
         _writer(plan.output, plan.nu).checkpoint(stepper, state)
-        domain.finish()
-    finally:
-        rejoin()
-    return pencil
+        return pencil
+
+    return _on_worker(plan, run_id, workers, pencil, body)
 
 
-def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict) -> dict:
+def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list) -> dict:
     """Global ``max |div u|`` and bulk velocity, reduced across the workers' pencils."""
-    from distributed import get_worker, rejoin, secede
+    def body(stepper, state, domain):
+        return {"divergence_max": stepper.divergence_max(state), "bulk_velocity": stepper.bulk_velocity(state.u)}
 
-    domain = ChunkDomain(plan, get_worker(), run_id, workers)
-    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
-    state = State(*(pencil[name] for name in FIELDS))
-    secede()
-    try:
-        out = {"divergence_max": stepper.divergence_max(state), "bulk_velocity": stepper.bulk_velocity(state.u)}
-        domain.finish()
-        return out
-    finally:
-        rejoin()
+    return _on_worker(plan, run_id, workers, pencil, body)
 
 
 def to_device(pencil: dict, device: str) -> dict:

@@ -117,6 +117,10 @@ class LocalDomain:
     def region(self) -> tuple[slice, slice, slice]:
         return (slice(None), slice(0, self.grid.shape[1]), slice(0, self.grid.shape[2]))
 
+    @property
+    def pencil_chunks(self) -> tuple:
+        return tuple((n,) for n in self.grid.shape)
+
 
 def weighted_sum(u, dz) -> float:
     """``sum(u * dz)`` over a field with z widths ``dz`` (a host float)."""
@@ -259,6 +263,12 @@ class ChunkDomain:
     @property
     def region(self) -> tuple[slice, slice, slice]:
         return (slice(None), self.dec.y[self.key[0]], self.dec.z[self.key[1]])
+
+    @property
+    def pencil_chunks(self) -> tuple:
+        """Logical Dask-style chunk sizes of all pencils."""
+        sizes = lambda slices: tuple(s.stop - s.start for s in slices)  # noqa: E731
+        return ((self.grid.shape[0],), sizes(self.dec.y), sizes(self.dec.z))
 
     def keep_walls(self, f, component: int):
         bc = self.bcs.components[component]

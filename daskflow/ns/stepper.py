@@ -97,6 +97,7 @@ class Stepper:
     def step(self, state: State, dt: float) -> State:
         for s in range(3):
             self.substep(state, s, dt)
+        state.history = []  # beta[0] = 0: no right-hand side is needed across steps
         state.time += dt
         state.step += 1
         state.dt = dt

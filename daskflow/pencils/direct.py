@@ -16,6 +16,7 @@ solves in flight on a one-thread worker cannot deadlock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -26,26 +27,51 @@ from daskflow.pencils.executor import run_chain
 
 HANDLER = "daskflow_put"
 PLUGIN_NAME = "daskflow-mailbox"
+ABORT = "daskflow-abort"
+
+
+def exchange_timeout() -> float:
+    """Seconds a task waits for a peer's piece (dask config ``daskflow.exchange-timeout``)."""
+    import dask
+
+    return float(dask.config.get("daskflow.exchange-timeout", 600.0))
+
+
+def _run_of(tag) -> str:
+    """The run a piece belongs to: the part of its exchange id before any ``/`` suffix."""
+    return str(tag[0]).split("/", 1)[0]
 
 
 class Mailbox:
-    """Pieces received by one worker, waited for by the tasks that consume them."""
+    """Pieces received by one worker, waited for by the tasks that consume them. A run can be
+    aborted (a peer failed): its waiting tasks raise at once and its pieces are dropped."""
 
     def __init__(self) -> None:
         self._items: dict = {}
+        self._aborted: set[str] = set()
         self._ready = threading.Condition()
 
     def put(self, tag, piece) -> None:
         with self._ready:
-            self._items[tag] = piece
+            if tag[0] == ABORT:
+                self._aborted.add(tag[1])
+                self._items = {t: v for t, v in self._items.items() if _run_of(t) != tag[1]}
+            elif _run_of(tag) not in self._aborted:
+                self._items[tag] = piece
             self._ready.notify_all()
 
     def take(self, tags: Sequence, timeout: float) -> list:
         """Remove and return the pieces of ``tags`` (in order), waiting for missing ones."""
+        run = _run_of(tags[0]) if tags else None
         with self._ready:
-            if not self._ready.wait_for(lambda: all(t in self._items for t in tags), timeout=timeout):
+            ready = self._ready.wait_for(lambda: run in self._aborted or all(t in self._items for t in tags),
+                                         timeout=timeout)
+            if run in self._aborted:
+                raise RuntimeError(f"daskflow exchange: run {run} was aborted (a peer task failed)")
+            if not ready:
                 missing = [t for t in tags if t not in self._items]
-                raise TimeoutError(f"daskflow exchange: pieces {missing[:4]} did not arrive in {timeout} s")
+                raise TimeoutError(f"daskflow exchange: pieces {missing[:4]} did not arrive in {timeout} s "
+                                   "(dask config daskflow.exchange-timeout)")
             return [self._items.pop(t) for t in tags]
 
 
@@ -78,13 +104,13 @@ def _freeze(key):
 class DirectExecutor:
     """Executor that runs inside one worker's task, for the chunks ``owner`` assigns to it."""
 
-    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float = 600.0) -> None:
+    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float | None = None) -> None:
         self.plan = plan
         self.worker = worker
         self.me = worker.address
         self.run_id = run_id
         self.owner = owner
-        self.timeout = timeout
+        self.timeout = exchange_timeout() if timeout is None else timeout
         self.exchanges = 0
         self._in_flight: list = []  # sends still running on the worker's event loop
 
@@ -153,15 +179,42 @@ class DirectExecutor:
         return self.worker.daskflow_mailbox.take(tags, self.timeout)
 
 
+def abort_run(worker, run_id: str, workers: list[str]) -> None:
+    """Tell every worker that ``run_id`` failed here: their waiting tasks of that run raise at once."""
+    async def send_all():
+        await asyncio.gather(*(worker.rpc(address).daskflow_put(tag=(ABORT, run_id), piece=None, reply=False)
+                               for address in workers if address != worker.address), return_exceptions=True)
+
+    worker.daskflow_mailbox.put((ABORT, run_id), None)
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(send_all(), worker.loop.asyncio_loop).result(timeout=30)
+
+
+@contextlib.contextmanager
+def collective(worker, run_id: str, workers: list[str]):
+    """Run a fused task's body outside the thread pool; on failure, abort the run on every peer."""
+    from distributed import rejoin, secede
+
+    secede()  # waits for pieces from other workers: leave the thread pool
+    try:
+        yield
+    except Exception:
+        abort_run(worker, run_id, workers)
+        raise
+    finally:
+        rejoin()
+
+
 def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
-                  inputs: list[tuple[list, list]]) -> dict:
+                  inputs: list[tuple[list, list]], ready: list | None = None) -> dict:
     """Body of a fused task: run ``algorithm`` for this worker's chunks; returns its output blocks.
 
     ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
     (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
-    maps chunk index to output block.
+    maps chunk index to output block. ``ready`` (ignored) lists tiny markers of every worker's
+    inputs, so that a failed input anywhere fails every fused task instead of leaving them waiting.
     """
-    from distributed import get_worker, rejoin, secede
+    from distributed import get_worker
 
     from daskflow.pencils.graph import chunk_owner
 
@@ -171,10 +224,12 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
     if len(workers) == 1:
         return algorithm(ex, plan, blocks, *setup)
-    secede()
-    try:
+    with collective(worker, run_id, workers):
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()
-        return out
-    finally:
-        rejoin()
+    return out
+
+
+def ready_marker(block) -> bool:
+    """A tiny stand-in for a block, for dependencies that must not move the block itself."""
+    return True

@@ -23,7 +23,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
-from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
+from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
 from daskflow.poisson import algorithms, stages
 
@@ -126,18 +126,25 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple) -> SolveGraph:
     """One task per worker running the whole algorithm with direct exchanges, plus one
-    ``getitem`` per chunk to expose the output blocks as a Dask array."""
+    ``getitem`` per chunk to expose the output blocks as a Dask array (and one tiny ready marker
+    per input chunk that every fused task depends on)."""
     fused_name, name = f"daskflow-fused-{token}", f"daskflow-solution-{token}"
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
     tasks, placement = {}, {}
+    markers = []
+    for k, block in blocks.items():  # every fused task waits for all inputs, so one failure fails all
+        marker = (f"daskflow-ready-{token}", *k)
+        tasks[marker] = (ready_marker, block)
+        placement[marker] = owner[k]
+        markers.append(marker)
     for i, worker in enumerate(workers):
         inputs = [([list(k) for k in d if owner[k] == worker], [v for k, v in d.items() if owner[k] == worker])
                   for d in (blocks, *setup)]
         if not inputs[0][0]:
             continue  # a worker without chunks takes no part
         key = (fused_name, i)
-        tasks[key] = (run_on_worker, algorithm, plan_ref, token, workers, dec.pz, inputs)
+        tasks[key] = (run_on_worker, algorithm, plan_ref, token, workers, dec.pz, inputs, markers)
         placement[key] = worker
         for k in inputs[0][0]:
             out_key = (name, 0, *k)

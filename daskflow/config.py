@@ -76,6 +76,14 @@ def _number(value, path: str, positive: bool = False, minimum: float | None = No
     return float(value)
 
 
+def _integer(value, path: str) -> int:
+    """A non-negative whole number (floats with a fraction are refused, not truncated)."""
+    number = _number(value, path, minimum=0.0)
+    if number != int(number):
+        _fail(path, f"must be a whole number, got {value!r}")
+    return int(number)
+
+
 def _vector(value, n: int, path: str, kind=float, positive: bool = False) -> list:
     if not isinstance(value, (list, tuple)) or len(value) != n:
         _fail(path, f"must be a list of {n} {'integers' if kind is int else 'numbers'}, got {value!r}")
@@ -129,17 +137,19 @@ def validate(config: dict) -> dict:
     ph["forcing"]["value"] = _vector(ph["forcing"]["value"], 2, "physics.forcing.value")
     cfg["boundaries"] = _boundaries(copy.deepcopy(cfg["boundaries"]) if cfg["boundaries"] else {"preset": "channel"})
     t = cfg["time"]
-    t["steps"] = None if t["steps"] is None else int(_number(t["steps"], "time.steps", minimum=0))
+    t["steps"] = None if t["steps"] is None else _integer(t["steps"], "time.steps")
     for key in ("end_time", "dt"):
         if t[key] is not None:
             t[key] = _number(t[key], f"time.{key}", positive=True)
+    if t["steps"] is None and t["end_time"] is None:
+        _fail("time.steps", "and time.end_time are both null: set one of them (a run must end)")
     t["cfl"] = _number(t["cfl"], "time.cfl", positive=True)
     t["dt_max"] = _number(t["dt_max"], "time.dt_max", positive=True)
     _choice(t["implicit_diffusion"], IMPLICIT, "time.implicit_diffusion")
     i = cfg["initial"]
     _choice(i["kind"], INITIAL, "initial.kind")
     i["amplitude"] = _number(i["amplitude"], "initial.amplitude", minimum=0.0)
-    i["seed"] = int(_number(i["seed"], "initial.seed", minimum=0))
+    i["seed"] = _integer(i["seed"], "initial.seed")
     i["value"] = _vector(i["value"], 3, "initial.value")
     s = cfg["solver"]
     _choice(s["poisson"], POISSON, "solver.poisson")
@@ -150,7 +160,7 @@ def validate(config: dict) -> dict:
     if o["store"] is not None and not isinstance(o["store"], str):
         _fail("output.store", f"must be a path (string) or null, got {o['store']!r}")
     for key in ("scalars_every", "profiles_every", "fields_every", "slices_every", "checkpoint_every"):
-        o[key] = int(_number(o[key], f"output.{key}", minimum=0))
+        o[key] = _integer(o[key], f"output.{key}")
     if not isinstance(o["slices"], dict):
         _fail("output.slices", f"must be a mapping of axis (x, y, z) to a list of coordinates, got {o['slices']!r}")
     for axis, planes in o["slices"].items():

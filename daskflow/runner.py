@@ -47,7 +47,10 @@ def _config(args) -> dict:
 
 
 def validate(args) -> int:
+    from daskflow.simulation import check
+
     cfg = load(args.config)
+    check(cfg)
     print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
           f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
     return 0
@@ -104,7 +107,11 @@ def run(args) -> int:
         if client is not None:
             print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
                   f"{client.dashboard_link}", file=sys.stderr)
-        sim = Simulation.restart(cfg["output"]["store"], client=client) if args.restart else Simulation(cfg, client)
+        if args.restart:  # the store's configuration, with this file's time, solver and output settings
+            sim = Simulation.restart(cfg["output"]["store"], client=client, time=cfg["time"], solver=cfg["solver"],
+                                     output=cfg["output"])
+        else:
+            sim = Simulation(cfg, client)
         total = cfg["time"]["steps"]
         until = cfg["time"]["end_time"]
         segment = args.report_every or max(1, (total or 200) // 20)

@@ -32,6 +32,33 @@ from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
 
 
+def check(config: dict) -> None:
+    """Everything a configuration implies that :func:`daskflow.config.load` cannot see alone (grid,
+    boundaries, forcing, decomposition), without starting anything; raises ``ValueError`` naming the
+    setting."""
+    from daskflow.bc import Boundaries
+    from daskflow.poisson.plan import SpectralPlan
+
+    g = config["grid"]
+    grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
+    for axis, n in enumerate(grid.shape):
+        if n < 2:
+            raise ValueError(f"config grid.shape[{axis}] = {n}: every axis needs at least 2 cells")
+    try:
+        bcs = nsb.build(config["boundaries"])
+    except ValueError as exc:
+        raise ValueError(f"config {exc}") from exc
+    kind = config["physics"]["forcing"]["kind"]
+    if kind != "none" and not bcs.periodic(0):
+        raise ValueError(f"config physics.forcing.kind: {kind!r} needs a periodic x direction")
+    s = config["solver"]
+    try:
+        SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, s["poisson"], tuple(s["pencils"]),
+                     np.dtype(s["dtype"]))
+    except ValueError as exc:
+        raise ValueError(f"config solver.{exc}") from exc
+
+
 def _has_gpu() -> bool:
     return cupy_or_none() is not None
 
@@ -45,11 +72,11 @@ class Simulation:
 
     def __init__(self, config: dict | str, client=None, _restart: bool = False) -> None:
         self.config = load(config)
+        check(self.config)
         cfg = self.config
         g = cfg["grid"]
         self.grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
         self.boundaries = nsb.build(cfg["boundaries"])
-        self._check_forcing()
         device = cfg["solver"]["device"]
         gpu = cupy_or_none() if device in ("auto", "gpu") else None
         if device == "gpu" and gpu is None:
@@ -186,15 +213,11 @@ class Simulation:
         wait(futures)
         return futures
 
-    def _check_forcing(self) -> None:
-        kind = self.config["physics"]["forcing"]["kind"]
-        if kind != "none" and not self.boundaries.periodic(0):
-            raise ValueError(f"config physics.forcing.kind: {kind!r} needs a periodic x direction")
-
     # ------------------------------------------------------------------ fields
 
     def _array(self, values) -> Any:
-        return self.xp.asarray(np.asfortranarray(values), dtype=self.config["solver"]["dtype"], order="F")
+        """A Fortran-ordered copy on the simulation's device (the caller's array is never kept)."""
+        return self.xp.array(values, dtype=self.config["solver"]["dtype"], order="F", copy=True)
 
     def set(self, **fields: Any) -> None:
         """Set ``u, v, w, p`` from arrays ``(nx, ny, nz)`` or functions ``f(x, y, z)`` evaluated at

@@ -28,7 +28,7 @@ def chunked_solve(op, shift, d, sizes):
     x = reduced.solve(xp.concatenate(rows))
     i = 0
     for ch, (a, b) in zip(chunks, bounds, strict=True):
-        n = 1 if b - a == 1 else 2
+        n = tridiagonal.boundary_rows(b - a)
         tridiagonal.reconstruct(d[a:b], x[i], x[i + n - 1], ch)
         i += n
     return d

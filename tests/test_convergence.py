@@ -38,15 +38,14 @@ def _orders(bc, stagger, stretch, sizes=(32, 64, 128), active=(0, 1, 2)):
     return errors, [np.log2(errors[i] / errors[i + 1]) for i in range(len(errors) - 1)]
 
 
-CASES = [(pair, axis) for pair in BC_PAIRS for axis in range(3)]
+# stretching acts on z only, so x and y are checked on the uniform grid alone
+CASES = [(pair, axis, stretch) for pair in BC_PAIRS for axis in range(3) for stretch in ((0.0, 2.0) if axis == 2
+                                                                                        else (0.0,))]
 
 
-@pytest.mark.parametrize("stretch", [0.0, 2.0])
-@pytest.mark.parametrize("pair, axis", CASES)
+@pytest.mark.parametrize("pair, axis, stretch", CASES)
 @pytest.mark.parametrize("placement", ["c", "f"])
 def test_second_order_for_each_bc_on_each_axis(pair, axis, placement, stretch):
-    if stretch and axis != 2:
-        pytest.skip("stretching only acts on z")
     bc = ["PP", "PP", "PP"]
     bc[axis] = pair
     stagger = "".join(placement if a == axis else "c" for a in range(3))

@@ -134,7 +134,8 @@ def test_decomposed_pressure_solves_equal_single_chunk(implicit, poisson, pencil
         ref = to_numpy(getattr(reference.state, name))
         np.testing.assert_allclose(to_numpy(getattr(sim.state, name)), ref, rtol=0,
                                    atol=1e-10 * np.abs(ref).max())
-    assert sim.u.chunks[1:] == ((4, 4), (12, 12)) if pencils == [2, 2] else True
+    expected = {(2, 2): ((4, 4), (12, 12)), (1, 3): ((8,), (8, 8, 8))}[tuple(pencils)]
+    assert sim.u.chunks[1:] == expected
 
 
 def test_set_evaluates_functions_at_staggered_positions():

@@ -61,3 +61,18 @@ def test_pencils_must_match_the_workers(cluster):
     cfg["solver"] = {"pencils": [2, 3]}
     with pytest.raises(ValueError, match="solver.pencils"):
         Simulation(cfg, client=client)
+
+
+def test_ftm_with_one_point_z_chunks_and_implicit_z():
+    """z = 6 cells on 4 pencils (2, 2, 1, 1 points): w's last chunk holds no unknown at all."""
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["grid"]["shape"] = [8, 8, 6]
+    cfg["time"]["implicit_diffusion"] = "z"
+    reference = Simulation(cfg).run(steps=3)
+    cfg["solver"] = {"poisson": "ftm", "pencils": [1, 4]}
+    with LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address=None) as c, Client(c) as client:
+        sim = Simulation(cfg, client=client).run(steps=3)
+        for name in "uvwp":
+            ref = to_numpy(getattr(reference.state, name))
+            np.testing.assert_allclose(to_numpy(getattr(sim, name).compute()), ref, rtol=0,
+                                       atol=1e-10 * np.abs(ref).max())

@@ -75,7 +75,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_zero(tmp_path):
     from daskflow.io import store
 
     fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
-    assert clock["step"] == summary["steps"] == summary["steps"]
+    assert clock["step"] == summary["steps"] and summary["stopped_by"] == "SIGTERM"
 
 
 def test_info_reports_versions():
@@ -104,3 +104,13 @@ def test_cluster_address_must_be_given(tmp_path):
     bad.write_text("cluster: {kind: address}\n")
     proc = _daskflow("validate", str(bad))
     assert proc.returncode == 2 and "cluster.address" in proc.stderr
+
+
+def test_validate_checks_what_the_simulation_needs(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [1, 8]}\n")
+    proc = _daskflow("validate", str(bad))
+    assert proc.returncode == 2 and "config solver.pencils" in proc.stderr
+    bad.write_text("boundaries: {preset: cavity}\nphysics: {forcing: {kind: flow_rate, value: [1, 0]}}\n")
+    proc = _daskflow("validate", str(bad))
+    assert proc.returncode == 2 and "physics.forcing.kind" in proc.stderr

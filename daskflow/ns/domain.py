@@ -335,18 +335,24 @@ class ChunkDomain:
         if pz == 1:
             tridiagonal.solve_shifted(cols, op, 0.0)
         else:
+            # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it
+            # sends an empty piece and takes no part in the reduced system.
             shift = xp.zeros(cols.shape[1] * cols.shape[2])
-            chunks = [tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift) for r in rows]
-            boundary = tridiagonal.reduce(cols, chunks[q]).reshape(-1, shift.size)
+            chunks = {i: tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift)
+                      for i, r in enumerate(rows) if r.stop > r.start}
+            boundary = tridiagonal.reduce(cols, chunks[q]).reshape(-1, shift.size) if m else \
+                xp.zeros((0, shift.size), dtype=cols.dtype)
             column_group = lambda d: [(d[0], i) for i in range(pz)]  # noqa: E731
             pieces = self.ex.exchange({self.key: boundary}, self.dec.indices, column_group,
                                       lambda plan, s, block, d: block, None)[self.key]
-            reduced = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(chunks), op.periodic)
-            x = reduced.solve(xp.concatenate(pieces))
-            offset = sum(1 if r.stop - r.start == 1 else 2 for r in rows[:q])
-            count = 1 if m == 1 else 2
-            tridiagonal.reconstruct(cols, x[offset].reshape(cols.shape[1:]),
-                                    x[offset + count - 1].reshape(cols.shape[1:]), chunks[q])
+            if m:
+                reduced = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(list(chunks.values())),
+                                                                 op.periodic)
+                x = reduced.solve(xp.concatenate(pieces))
+                offset = sum(tridiagonal.boundary_rows(r.stop - r.start) for r in rows[:q])
+                count = tridiagonal.boundary_rows(m)
+                tridiagonal.reconstruct(cols, x[offset].reshape(cols.shape[1:]),
+                                        x[offset + count - 1].reshape(cols.shape[1:]), chunks[q])
         out = increment.copy()
         out[:, :, :m] = xp.moveaxis(cols, 0, 2)
         return out

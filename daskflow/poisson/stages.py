@@ -63,7 +63,7 @@ def backward_y(plan: SpectralPlan, key, a, *_):
 def backward_x(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
-    out = transforms.backward(a, -1, bc, st, nx, real_output=True)
+    out = array_module(a).ascontiguousarray(transforms.backward(a, -1, bc, st, nx, real_output=True))
     return _with_boundary_face(out, -1, nx, bc)
 
 
@@ -176,7 +176,7 @@ def reduced_solve(plan: SpectralPlan, key, pieces, factor):
         offset = 0
         for q in range(plan.decomposition.pz):
             rows = plan.z_rows(q)
-            count = 1 if rows.stop - rows.start == 1 else 2
+            count = tridiagonal.boundary_rows(rows.stop - rows.start)
             x[offset, 0, 0] = full[rows.start]
             x[offset + count - 1, 0, 0] = full[rows.stop - 1]
             offset += count
@@ -185,7 +185,7 @@ def reduced_solve(plan: SpectralPlan, key, pieces, factor):
 
 def reduced_rows_of(plan: SpectralPlan, q: int) -> slice:
     """Rows of z-chunk ``q`` in the stacked reduced system."""
-    counts = [1 if (r := plan.z_rows(i)).stop - r.start == 1 else 2 for i in range(q + 1)]
+    counts = [tridiagonal.boundary_rows((r := plan.z_rows(i)).stop - r.start) for i in range(q + 1)]
     return slice(sum(counts[:-1]), sum(counts))
 
 

@@ -3,6 +3,7 @@ cyclic reduction of the parallel tridiagonal algorithm (seed paper Algorithms 1 
 
 from daskflow.tridiagonal.cyclic_reduction import (
     ReducedChunk,
+    boundary_rows,
     precompute,
     reconstruct,
     reduce,
@@ -14,6 +15,7 @@ from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_shifted
 __all__ = [
     "FactoredTridiagonal",
     "ReducedChunk",
+    "boundary_rows",
     "precompute",
     "reconstruct",
     "reduce",

@@ -23,8 +23,14 @@ from daskflow.tridiagonal import kernels
 from daskflow.tridiagonal.thomas import columns_view
 
 
+def boundary_rows(m: int) -> int:
+    """Rows a chunk of ``m`` rows contributes to the reduced system (0, 1 or 2)."""
+    return min(m, 2)
+
+
 class ReducedChunk(NamedTuple):
-    """Precomputed Algorithm-2 coefficients of one chunk, arrays ``(m, ncols)`` (float64).
+    """Precomputed Algorithm-2 coefficients of one chunk, arrays ``(m, ncols)`` (float64, or the
+    solver's working precision once :func:`daskflow.poisson.stages.ptdma_setup` has cast them).
 
     ``boundary_lower/diag/upper`` are the chunk's rows of the reduced system, shape
     ``(1 or 2, ncols)``: the first row (coupling to the previous chunk and the own last row) and,

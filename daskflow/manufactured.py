@@ -1,4 +1,5 @@
-"""Manufactured smooth solutions of the Poisson problem for every boundary condition.
+"""Manufactured smooth solutions of the Poisson problem for every boundary condition (``rhs`` is the
+continuous Laplacian of ``u``, so the discrete solution differs from ``u`` by the discretisation error).
 
 Each axis carries a factor that satisfies its BC pair exactly at the physical boundary, so the
 product ``u`` obeys ``L u = -k^2 u`` with ``k^2`` the sum of the axes' squared wavenumbers. Used

@@ -5,7 +5,7 @@ For ``m`` unknowns along an axis, ``lower[k]``, ``diag[k]``, ``upper[k]`` multip
 boundary rows through ghost points: for placement ``c`` Neumann copies the neighbour and Dirichlet
 mirrors it with the opposite sign; for placement ``f`` Dirichlet pins the boundary face to zero.
 For a periodic axis ``lower[0]`` couples to unknown ``m - 1`` and ``upper[m - 1]`` to unknown 0;
-otherwise both are zero. These are the coefficients of DESIGN.md §2 and the seed code.
+otherwise both are zero. These are the coefficients of the seed paper (section 2.2) and the CaNS code.
 
 Neumann on a face-placed unknown (placement ``f``) has two closures:
 

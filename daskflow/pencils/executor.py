@@ -11,7 +11,7 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
   the result, for a later ``map`` to consume (a scatter).
 
 :class:`LocalExecutor` runs them eagerly on in-memory arrays (emulating the decomposition in one
-process); :class:`daskflow.pencils.dask.DaskExecutor` turns every call into tasks.
+process); :class:`daskflow.pencils.graph.DaskExecutor` turns every call into tasks.
 """
 
 from __future__ import annotations

@@ -76,3 +76,14 @@ def test_ftm_with_one_point_z_chunks_and_implicit_z():
             ref = to_numpy(getattr(reference.state, name))
             np.testing.assert_allclose(to_numpy(getattr(sim, name).compute()), ref, rtol=0,
                                        atol=1e-10 * np.abs(ref).max())
+
+
+def test_fully_implicit_diffusion_on_the_cluster(cluster):
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["time"]["implicit_diffusion"] = "xyz"
+    reference = Simulation(cfg).run(steps=6)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=6)
+    ref = to_numpy(reference.state.u)
+    np.testing.assert_allclose(to_numpy(sim.u.compute()), ref, rtol=0, atol=1e-10 * np.abs(ref).max())

@@ -92,12 +92,9 @@ class LocalDomain:
 
     def implicit_xyz(self, increment, component: int, alpha: float):
         bc = self.bcs.components[component]
-        key = (component, round(alpha, 15))
-        if key not in self._helmholtz:
-            self._helmholtz = {k: v for k, v in self._helmholtz.items() if k[0] != component}
-            self._helmholtz[key] = HelmholtzSolver(self.grid, bc.pairs, bc.stagger(component), alpha,
-                                                   self.poisson_method, self.pencils, self.dtype)
-        return self._helmholtz[key].solve(_fortran(increment))
+        solver = _cached(self._helmholtz, (component, alpha), lambda: HelmholtzSolver(
+            self.grid, bc.pairs, bc.stagger(component), alpha, self.poisson_method, self.pencils, self.dtype))
+        return solver.solve(_fortran(increment))
 
     def dz(self):
         return self.grid.dzf
@@ -120,6 +117,17 @@ class LocalDomain:
     @property
     def pencil_chunks(self) -> tuple:
         return tuple((n,) for n in self.grid.shape)
+
+
+def _cached(cache: dict, key: tuple, build, keep: int = 3):
+    """``cache[key]``, built on a miss; keeps the ``keep`` newest entries per ``key[0]`` (one per RK
+    substep: with a fixed ``dt`` the three implicit solvers of a step are reused every step)."""
+    if key not in cache:
+        same = [k for k in cache if k[0] == key[0]]
+        for old in same[: max(0, len(same) - keep + 1)]:
+            del cache[old]
+        cache[key] = build()
+    return cache[key]
 
 
 def weighted_sum(u, dz) -> float:
@@ -190,7 +198,8 @@ class ChunkDomain:
         self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner)
         self._solves = 0
         self._executors = [self.ex, self.ex_pressure]
-        self._pressure_setup = self._ptdma_setup(self.poisson_plan)
+        self._helmholtz: dict = {}
+        self._pressure_setup_cache = None
 
     def finish(self) -> None:
         """Let every send of this task leave before the task returns."""
@@ -306,19 +315,26 @@ class ChunkDomain:
         return array_module(rhs).ascontiguousarray(out[self.key])
 
     def solve_pressure(self, rhs):
-        return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure_setup)
+        if self._pressure_setup_cache is None:  # computed on first use (not in checkpoint/diagnostic tasks)
+            self._pressure_setup_cache = self._ptdma_setup(self.poisson_plan)
+        return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure_setup_cache)
 
     def implicit_xyz(self, increment, component: int, alpha: float):
         from daskflow.pencils.direct import DirectExecutor
         from daskflow.poisson.plan import SpectralPlan
 
         bc = self.bcs.components[component]
-        plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
-                            self.poisson_plan.method, self.poisson_plan.pencils, self.poisson_plan.dtype)
-        self._solves += 1
-        executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner)
-        self._executors.append(executor)
-        return self._spectral_solve(plan, executor, increment, self._ptdma_setup(plan))
+
+        def build():
+            plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
+                                self.poisson_plan.method, self.poisson_plan.pencils, self.poisson_plan.dtype)
+            self._solves += 1
+            executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner)
+            self._executors.append(executor)
+            return plan, executor, self._ptdma_setup(plan)
+
+        plan, executor, setup = _cached(self._helmholtz, (component, alpha), build)
+        return self._spectral_solve(plan, executor, increment, setup)
 
     def implicit_z(self, increment, component: int, alpha: float):
         """``(I - alpha L_z)`` solve along z across the ``pz`` chunks of this column group: local

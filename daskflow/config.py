@@ -42,7 +42,7 @@ DEFAULTS["cluster"] = {
     "kind": "auto", "workers": None, "threads_per_worker": 1, "protocol": "auto", "rmm_pool_size": None,
     "dashboard_address": "127.0.0.1:0", "address": None, "scheduler_file": None,
     "queue": None, "account": None, "walltime": "01:00:00", "cores": 8, "memory": "64GB", "gpus_per_node": 4,
-    "nodes": 1, "job_extra_directives": [], "tls": None,
+    "nodes": 1, "job_extra_directives": [], "tls": None, "max_failures": 3,
 }
 COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
 
@@ -185,6 +185,7 @@ def _cluster(c: dict) -> None:
         c[key] = int(_number(c[key], f"cluster.{key}", positive=True))
     if c["workers"] is not None:
         c["workers"] = int(_number(c["workers"], "cluster.workers", positive=True))
+    c["max_failures"] = _integer(c["max_failures"], "cluster.max_failures")
     for key in ("rmm_pool_size", "dashboard_address", "address", "scheduler_file", "queue", "account", "walltime",
                 "memory"):
         if c[key] is not None and not isinstance(c[key], str):

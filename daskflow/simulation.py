@@ -59,6 +59,14 @@ def check(config: dict) -> None:
         raise ValueError(f"config solver.{exc}") from exc
 
 
+class WorkerLost(RuntimeError):
+    """A worker holding a pencil disappeared during a run."""
+
+
+def _abort(run_id: str, dask_worker=None) -> None:
+    dask_worker.daskflow_mailbox.put(("daskflow-abort", run_id), None)
+
+
 def _has_gpu() -> bool:
     return cupy_or_none() is not None
 
@@ -210,8 +218,17 @@ class Simulation:
         futures = [self.client.submit(fn, self._plan_future, run_id, self._workers, pencil, markers, *args,
                                       workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
-        wait(futures)
-        return futures
+        while True:  # wait, watching for a pencil's worker to disappear
+            try:
+                wait(futures, timeout=1.0)
+                return futures
+            except TimeoutError:
+                alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                gone = sorted(set(owners) - alive)
+                if gone:
+                    self.client.run(_abort, run_id, workers=sorted(alive))
+                    self.client.cancel(futures + markers, force=True)
+                    raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
 
     # ------------------------------------------------------------------ fields
 
@@ -330,10 +347,38 @@ class Simulation:
                 writer = Output(self.store, self.config["output"], self.config["physics"]["nu"])
             advance(self.config["time"], self.stepper, self.state, steps, until, writer)
             return self
-        self._pencils = self._submit(run_on_worker, steps, until)
+        target = None if steps is None else self.state.step + steps
+        failures = 0
+        while True:
+            try:
+                remaining = None if target is None else target - self.state.step
+                self._pencils = self._submit(run_on_worker, remaining, until)
+                break
+            except WorkerLost as lost:
+                failures += 1
+                if failures > self.config["cluster"]["max_failures"]:
+                    raise RuntimeError(f"daskflow: lost workers {failures} times ({lost}); giving up (cluster."
+                                       f"max_failures = {self.config['cluster']['max_failures']}). The last complete "
+                                       f"checkpoint in {self.store!r} is intact: resume with daskflow run --restart"
+                                       ) from lost
+                self._recover(lost)
         clock = self.client.submit(_clock, self._pencils[0]).result()
         self.state.time, self.state.step, self.state.dt, self.state.forcing_gradient = clock
         return self
+
+    def _recover(self, lost: Exception) -> None:
+        """After a worker loss: wait for replacement workers, reload the last checkpoint, re-place
+        the pencils (the next run continues from there)."""
+        import logging
+
+        if self.store is None or not self.config["output"]["checkpoint_every"]:
+            raise RuntimeError(f"daskflow: {lost}; no checkpoints are written (output.checkpoint_every), so the "
+                               "run cannot recover") from lost
+        logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
+        self.client.wait_for_workers(len(self._workers), timeout=300)
+        self._workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[: len(self._workers)]
+        self._pencils = None  # the pencils are gone: the checkpoint replaces them
+        self._load_checkpoint()
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the current state now (needs ``output.store``)."""

@@ -80,11 +80,40 @@ def _pencil(state: State, domain: ChunkDomain) -> dict:
 def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until) -> dict:
     """Body of the fused task: advance this worker's pencil; returns the new pencil state.
     ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks."""
+    writer = _writer(plan.output, plan.nu)
+
+    def after_step(stepper, state):
+        if writer is not None:
+            writer(stepper, state)
+        _test_kill_hook(state, domain_of(stepper))
+
     def body(stepper, state, domain):
-        advance(plan.time, stepper, state, steps, until, _writer(plan.output, plan.nu))
+        advance(plan.time, stepper, state, steps, until, after_step)
         return _pencil(state, domain)
 
     return _on_worker(plan, run_id, workers, pencil, body)
+
+
+def domain_of(stepper: Stepper):
+    return stepper.domain
+
+
+def _test_kill_hook(state: State, domain) -> None:
+    """Test hook: ``DASKFLOW_TEST_KILL_WORKER=step:marker_dir:times`` kills the process owning chunk
+    (0, last) right after ``step``, at most ``times`` times in all (counted with files), so worker
+    loss happens at a deterministic point of a run."""
+    import os
+
+    spec = os.environ.get("DASKFLOW_TEST_KILL_WORKER")
+    if not spec:
+        return
+    step, marker_dir, times = spec.split(":")
+    if state.step != int(step) or domain.key != (0, domain.counts[1] - 1):
+        return
+    done = len(os.listdir(marker_dir))
+    if done < int(times):
+        open(os.path.join(marker_dir, f"kill-{done}"), "w").close()
+        os.kill(os.getpid(), 9)
 
 
 def _writer(output: dict | None, nu: float):

@@ -119,7 +119,11 @@ def run(args) -> int:
         interactive = sys.stderr.isatty()
         while (total is None or sim.step - first_step < total) and (until is None or sim.time < until * (1 - 1e-14)):
             steps = segment if total is None else min(segment, total - (sim.step - first_step))
-            sim.run(steps=steps, until=until)
+            try:
+                sim.run(steps=steps, until=until)
+            except RuntimeError as exc:  # store failures, repeated worker loss: the message says what to do
+                print(f"\ndaskflow run: {exc}", file=sys.stderr)
+                return 1
             done = sim.step - first_step
             rate = done / (time.perf_counter() - start)
             eta = (total - done) / rate if total else (until - sim.time) / (sim.dt * rate) if until else 0.0

@@ -198,3 +198,28 @@ def test_uneven_pencils_write_the_same_store(tmp_path):
     np.testing.assert_allclose(store.read_checkpoint(str(tmp_path / "u.zarr"))[0]["u"],
                                store.read_checkpoint(str(tmp_path / "l.zarr"))[0]["u"], rtol=0, atol=1e-12)
     assert Simulation.restart(tmp_path / "l.zarr", solver={"pencils": [3, 1]}).step == 4  # chunks tile any split
+
+
+def test_a_failing_disk_stops_cleanly_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+    """An OSError from the storage layer (here a disk that fills after step 9) stops the run with a
+    message naming the store and the last checkpoint, which stays readable and restartable."""
+    import errno
+
+    import zarr.storage
+
+    path = tmp_path / "full.zarr"
+    sim = Simulation(_config(path)).run(steps=9)
+    original = zarr.storage.LocalStore.set
+
+    async def full_disk(self, key, value):
+        raise OSError(errno.ENOSPC, "No space left on device", key)
+
+    monkeypatch.setattr(zarr.storage.LocalStore, "set", full_disk)
+    with pytest.raises(RuntimeError, match=r"full.zarr.*failed at step 10.*last complete checkpoint \(step 8\)"):
+        sim.run(steps=3)
+    monkeypatch.setattr(zarr.storage.LocalStore, "set", original)
+    resumed = Simulation.restart(path)
+    assert resumed.step == 8
+    resumed.run(steps=4)
+    straight = Simulation(_config(tmp_path / "ok.zarr")).run(steps=12)
+    np.testing.assert_array_equal(to_numpy(resumed.state.u), to_numpy(straight.state.u))

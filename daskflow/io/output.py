@@ -19,6 +19,10 @@ from daskflow.ns import operators as ops
 C, LO, HI = ops.C, ops.LO, ops.HI
 
 
+class StoreError(RuntimeError):
+    """Writing the run's store failed (disk full, permissions, store removed)."""
+
+
 class Output:
     def __init__(self, path: str, every: dict, nu: float) -> None:
         self.path, self.every, self.nu = path, every, nu
@@ -35,6 +39,16 @@ class Output:
         return n > 0 and step % n == 0
 
     def __call__(self, stepper, state) -> None:
+        try:
+            self._write_due(stepper, state)
+        except OSError as exc:
+            slot = store.current_slot(self.path)
+            last = "none" if slot is None else f"step {store.read_clock(self.path, slot)['step']}"
+            raise StoreError(f"output store {self.path!r} failed at step {state.step} ({exc}); the last complete "
+                             f"checkpoint ({last}) is intact: free space or fix the store, then restart from it"
+                             ) from exc
+
+    def _write_due(self, stepper, state) -> None:
         step = state.step
         if self._due("scalars", step):
             self.scalars(stepper, state)

@@ -200,6 +200,10 @@ def commit_checkpoint(path: str, slot: str, clock: dict) -> None:
     os.replace(tmp, pointer)
 
 
+def read_clock(path: str, slot: str) -> dict:
+    return dict(zarr.open_group(path, mode="r")["checkpoint"][slot].attrs["clock"])
+
+
 def read_checkpoint(path: str) -> tuple[dict, dict]:
     """``(fields, clock)`` of the latest complete checkpoint (host arrays)."""
     slot = current_slot(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import platform
 import signal
 import sys
@@ -38,12 +39,30 @@ def _config(args) -> dict:
         cfg["time"]["end_time"] = None
     if args.output is not None:
         cfg["output"]["store"] = args.output
-    if args.restart and not cfg["output"]["store"]:
-        raise ValueError("--restart needs output.store (the store to continue)")
-    if not args.restart and cfg["output"]["store"] and Path(cfg["output"]["store"]).exists():
-        raise ValueError(f"config output.store: {cfg['output']['store']!r} already exists; use --restart to "
-                         "continue it or --output NEW to start another")
-    return load(copy.deepcopy(cfg))
+    store_path = cfg["output"]["store"]
+    if args.restart:
+        from daskflow.io import store
+
+        if not store_path:
+            raise ValueError("--restart needs output.store (the store to continue)")
+        if not Path(store_path).exists() or store.current_slot(store_path) is None:
+            raise ValueError(f"config output.store: {store_path!r} holds no complete checkpoint to restart from")
+    elif store_path:
+        if Path(store_path).exists():
+            raise ValueError(f"config output.store: {store_path!r} already exists; use --restart to continue it or "
+                             "--output NEW to start another")
+        _check_writable(store_path)
+    cfg = load(copy.deepcopy(cfg))
+    from daskflow.simulation import check
+
+    check(cfg)  # everything the simulation will need, before any cluster starts
+    return cfg
+
+
+def _check_writable(store_path: str) -> None:
+    parent = Path(store_path).resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ValueError(f"config output.store: cannot create {store_path!r} ({parent} is not a writable directory)")
 
 
 def validate(args) -> int:
@@ -51,6 +70,8 @@ def validate(args) -> int:
 
     cfg = load(args.config)
     check(cfg)
+    if cfg["output"]["store"] and not Path(cfg["output"]["store"]).exists():
+        _check_writable(cfg["output"]["store"])
     print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
           f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
     return 0

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import xarray as xr
 import yaml
 
@@ -95,6 +96,7 @@ def test_jobscript_for_slurm_and_pbs(tmp_path):
         proc = _daskflow("jobscript", str(path))
         assert proc.returncode == 0, proc.stderr
         assert marker in proc.stdout and "dask_cuda.cli" in proc.stdout and "ucx" in proc.stdout
+        assert "12:00:00" in proc.stdout and ("gpus-per-node=4" in proc.stdout or "ngpus=4" in proc.stdout)
     proc = _daskflow("jobscript", str(EXAMPLES / "channel-small.yaml"))
     assert proc.returncode == 2 and "cluster.kind" in proc.stderr
 
@@ -114,3 +116,55 @@ def test_validate_checks_what_the_simulation_needs(tmp_path):
     bad.write_text("boundaries: {preset: cavity}\nphysics: {forcing: {kind: flow_rate, value: [1, 0]}}\n")
     proc = _daskflow("validate", str(bad))
     assert proc.returncode == 2 and "physics.forcing.kind" in proc.stderr
+
+
+BROKEN = {
+    "unknown key": ("grid: {shape: [8, 8, 8], size: 3}\n", "grid.size"),
+    "unknown section": ("gird: {shape: [8, 8, 8]}\n", "gird"),
+    "wrong type": ("grid: {shape: eight}\n", "grid.shape"),
+    "negative size": ("grid: {shape: [8, -8, 8]}\n", "grid.shape"),
+    "negative length": ("grid: {shape: [8, 8, 8], lengths: [1, 0, 1]}\n", "grid.lengths"),
+    "impossible bc": ("boundaries: {preset: channel, u: {z: PN}}\n", "boundaries.u.z"),
+    "half periodic": ("boundaries: {preset: channel, u: {x: DD}}\n", "axis x"),
+    "too many pencils": ("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [9, 1]}\n", "solver.pencils"),
+    "thin ptdma chunks": ("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [1, 8]}\n", "solver.pencils"),
+    "missing nu": ("physics: {nu: null}\n", "physics.nu"),
+    "bad method": ("solver: {poisson: cg}\n", "solver.poisson"),
+    "bad implicit": ("time: {implicit_diffusion: y}\n", "time.implicit_diffusion"),
+    "endless run": ("time: {steps: null, end_time: null}\n", "time.steps"),
+    "forcing without periodic x": ("boundaries: {preset: cavity}\n"
+                                   "physics: {forcing: {kind: flow_rate, value: [1, 0]}}\n", "physics.forcing.kind"),
+    "unwritable store": ("output: {store: /proc/daskflow/run.zarr}\n", "output.store"),
+    "bad cluster": ("cluster: {kind: kubernetes}\n", "cluster.kind"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_broken_configs_fail_cleanly_before_anything_starts(tmp_path, name, command):
+    text, setting = BROKEN[name]
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    proc = _daskflow(command, str(path), cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "WARNING" not in line]
+    assert len(lines) == 1 and setting in lines[0], proc.stderr
+    assert "dashboard" not in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.yaml"]  # nothing written
+
+
+def test_restart_without_a_checkpoint_is_refused_before_anything_starts(tmp_path):
+    config = _small_config(tmp_path, steps=2)
+    proc = _daskflow("run", str(config), "--restart", cwd=tmp_path)
+    assert proc.returncode == 2 and "no complete checkpoint" in proc.stderr and "dashboard" not in proc.stderr
+
+
+def test_run_against_a_scheduler_address(tmp_path):
+    from distributed import LocalCluster
+
+    config = _small_config(tmp_path, steps=4)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        proc = _daskflow("run", str(config), "--cluster", cluster.scheduler_address, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "2 workers" in proc.stderr
+        assert cluster.scheduler.transition_counter > 0  # the run's tasks went to this scheduler

@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("config", help="YAML configuration file")
     r.add_argument("--steps", type=int, help="override time.steps")
     r.add_argument("--output", help="override output.store")
+    r.add_argument("--pencils", type=int, nargs=2, metavar=("PY", "PZ"), help="override solver.pencils")
     r.add_argument("--restart", action="store_true", help="continue from the latest checkpoint of the store")
     r.add_argument("--cluster", default=None,
                    help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "

@@ -39,6 +39,8 @@ def _config(args) -> dict:
         cfg["time"]["end_time"] = None
     if args.output is not None:
         cfg["output"]["store"] = args.output
+    if args.pencils is not None:
+        cfg["solver"]["pencils"] = list(args.pencils)
     store_path = cfg["output"]["store"]
     if args.restart:
         from daskflow.io import store

@@ -33,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0]},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
     "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0, "slices_every": 0,
-               "slices": {}, "checkpoint_every": 0, "compression": "zstd"},
+               "slices": {}, "checkpoint_every": 0, "compression": "zstd", "shards": "auto"},
 }
 COMPRESSION = ("zstd", "none")
 CLUSTERS = ("auto", "none", "local", "local-cuda", "slurm", "pbs", "address", "scheduler-file")
@@ -174,6 +174,7 @@ def validate(config: dict) -> dict:
             if not 0.0 <= v <= length:
                 _fail(f"output.slices.{axis}[{i}]", f"must lie in [0, {length}] (the box), got {v}")
     _choice(o["compression"], COMPRESSION, "output.compression")
+    _choice(o["shards"], ("auto", "none"), "output.shards")
     _cluster(cfg["cluster"])
     return cfg
 

@@ -47,10 +47,12 @@ def _config(args) -> dict:
 
         if not store_path:
             raise ValueError("--restart needs output.store (the store to continue)")
-        if not Path(store_path).exists() or store.current_slot(store_path) is None:
+        if not store.exists(store_path) or store.current_slot(store_path) is None:
             raise ValueError(f"config output.store: {store_path!r} holds no complete checkpoint to restart from")
     elif store_path:
-        if Path(store_path).exists():
+        from daskflow.io import store
+
+        if store.exists(store_path):
             raise ValueError(f"config output.store: {store_path!r} already exists; use --restart to continue it or "
                              "--output NEW to start another")
         _check_writable(store_path)
@@ -62,7 +64,11 @@ def _config(args) -> dict:
 
 
 def _check_writable(store_path: str) -> None:
-    parent = Path(store_path).resolve().parent
+    from daskflow.io import store
+
+    if not store.is_local(store_path):
+        return  # remote stores are checked by zarr when the run creates them
+    parent = Path(store_path.removeprefix("file://")).resolve().parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise ValueError(f"config output.store: cannot create {store_path!r} ({parent} is not a writable directory)")
 
@@ -72,7 +78,9 @@ def validate(args) -> int:
 
     cfg = load(args.config)
     check(cfg)
-    if cfg["output"]["store"] and not Path(cfg["output"]["store"]).exists():
+    from daskflow.io import store
+
+    if cfg["output"]["store"] and not store.exists(cfg["output"]["store"]):
         _check_writable(cfg["output"]["store"])
     print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
           f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")

@@ -16,7 +16,11 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
 * ``checkpoint``: two slots ``a`` and ``b`` holding ``u, v, w, p`` and the clock in attributes; the
   file ``checkpoint/CURRENT`` names the slot of the latest *complete* checkpoint. A checkpoint is
   written into the other slot and the name is switched by an atomic rename afterwards, so a crash
-  at any instant leaves the previous checkpoint intact.
+  at any instant leaves the previous checkpoint intact. On fsspec URLs (object stores) the name is
+  the ``current`` attribute of the ``checkpoint`` group, replaced in one write.
+
+``output.shards: auto`` stores each snapshot as one shard per pencil (even splits), which keeps the
+object count low on object stores; chunks inside a shard stay small for reading.
 
 Coordinates hold the grid's exact positions: ``x, y, z`` cell centres, ``xf, yf, zf`` the upper faces
 of the cells (where the staggered components live; ``zf[-1]`` is the top wall).
@@ -39,6 +43,14 @@ PROFILES_CENTRES = ("u", "v", "p", "uu", "vv", "pp", "uv")
 PROFILES_FACES = ("w", "ww", "uw", "vw")
 FIELD_DIMS = {"u": ("xf", "y", "z"), "v": ("x", "yf", "z"), "w": ("x", "y", "zf"), "p": ("x", "y", "z")}
 SLOTS = ("a", "b")
+
+
+def shards(pencil_chunks: tuple, setting: str) -> tuple[int, int] | None:
+    """Shard sizes along y and z: one shard per pencil (``auto``, even splits only: a shard has one
+    writer), or ``None`` (no sharding)."""
+    if setting != "auto" or any(len(set(sizes)) > 1 for sizes in pencil_chunks[1:]):
+        return None
+    return tuple(sizes[0] for sizes in pencil_chunks[1:])
 
 
 def aligned_chunks(pencil_chunks: tuple, pieces: int = 8) -> tuple[int, int]:
@@ -74,7 +86,7 @@ def _compressors(compression: str):
 
 def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str) -> None:
     """Create the store (fails if ``path`` exists: a run never overwrites earlier output)."""
-    if Path(path).exists():
+    if exists(path):
         raise ValueError(f"config output.store: {path!r} already exists; choose a new store or restart from it")
     root = zarr.open_group(path, mode="w-")
     root.attrs.update({"config": config, "daskflow_version": version,
@@ -82,6 +94,7 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
     dtype = config["solver"]["dtype"]
     compressors = _compressors(config["output"]["compression"])
+    sharded = shards(pencil_chunks, config["output"]["shards"])
     coords = coordinates(grid)
     nx, ny, nz = grid.shape
     y_chunk, z_chunk = aligned_chunks(pencil_chunks)
@@ -95,7 +108,8 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     _time_axis(fields)
     for name, dims in FIELD_DIMS.items():
         fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, nx, y_chunk, z_chunk), dtype=dtype,
-                            dimension_names=["time", *dims], compressors=compressors)
+                            dimension_names=["time", *dims], compressors=compressors,
+                            shards=None if sharded is None else (1, nx, *sharded))
     profiles = root.create_group("profiles")
     axis_coords(profiles, ("z", "zf"))
     _time_axis(profiles)
@@ -172,12 +186,28 @@ def grow_time(group, names) -> int:
 # ------------------------------------------------------------------------------- checkpoints
 
 
+def is_local(path: str) -> bool:
+    """A plain path or ``file://`` URL (other fsspec URLs go through zarr's fsspec store)."""
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def exists(path: str) -> bool:
+    if is_local(path):
+        return Path(str(path).removeprefix("file://")).exists()
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(str(path))
+    return fs.exists(root)
+
+
 def _pointer(path: str) -> Path:
-    return Path(path) / "checkpoint" / "CURRENT"
+    return Path(str(path).removeprefix("file://")) / "checkpoint" / "CURRENT"
 
 
 def current_slot(path: str) -> str | None:
     """Slot of the latest complete checkpoint, or ``None``."""
+    if not is_local(path):
+        return zarr.open_group(path, mode="r")["checkpoint"].attrs.get("current")
     pointer = _pointer(path)
     return pointer.read_text().strip() if pointer.exists() else None
 
@@ -194,6 +224,9 @@ def commit_checkpoint(path: str, slot: str, clock: dict) -> None:
     group.attrs.update({"clock": clock})
     if os.environ.get("DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP") == str(clock["step"]):
         os.kill(os.getpid(), 9)  # test hook: die after the data, before the switch
+    if not is_local(path):  # object stores replace a small object in one PUT
+        zarr.open_group(path, mode="r+")["checkpoint"].attrs.update({"current": slot})
+        return
     pointer = _pointer(path)
     tmp = pointer.with_suffix(".tmp")
     tmp.write_text(slot)

@@ -31,6 +31,11 @@ def is_cupy_array(x: Any) -> bool:
     return type(x).__module__.startswith("cupy")
 
 
+def is_dask_array(x: Any) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing Dask)."""
+    return type(x).__module__.startswith("dask.array")
+
+
 def array_module(x: Any) -> ModuleType:
     """``cupy`` for CuPy arrays, ``numpy`` for everything else."""
     if is_cupy_array(x):

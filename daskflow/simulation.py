@@ -30,6 +30,7 @@ from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
 from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
+from daskflow.pencils.layout import pencil_chunks
 
 
 def check(config: dict) -> None:
@@ -110,12 +111,9 @@ class Simulation:
             if self.store is not None:
                 from daskflow import __version__
                 from daskflow.io import store
-                from daskflow.pencils.layout import split_sizes
 
-                py, pz = s["pencils"]
-                nx, ny, nz = self.grid.shape
-                chunks = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
-                store.create(self.store, self.config, self.grid, chunks, __version__)
+                store.create(self.store, self.config, self.grid, pencil_chunks(self.grid.shape, s["pencils"]),
+                             __version__)
         if client is not None:
             self._connect(client, device)
 
@@ -143,12 +141,9 @@ class Simulation:
 
     def _load_checkpoint(self) -> None:
         from daskflow.io import store
-        from daskflow.pencils.layout import split_sizes
 
-        py, pz = self.config["solver"]["pencils"]
-        nx, ny, nz = self.grid.shape
         if self.config["output"]["fields_every"] or self.config["output"]["slices_every"]:
-            store.check_alignment(self.store, ((nx,), split_sizes(ny, py), split_sizes(nz, pz)))
+            store.check_alignment(self.store, pencil_chunks(self.grid.shape, self.config["solver"]["pencils"]))
         fields, clock = store.read_checkpoint(self.store)
         store.truncate_after(self.store, clock["step"])
         self.set(**fields)
@@ -279,11 +274,8 @@ class Simulation:
         simulation runs on a cluster)."""
         import dask.array as da
 
-        from daskflow.pencils.layout import split_sizes
 
-        py, pz = self.config["solver"]["pencils"]
-        nx, ny, nz = self.grid.shape
-        chunks = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
+        chunks = pencil_chunks(self.grid.shape, self.config["solver"]["pencils"])
         if self.client is None or self._pencils is None:
             return da.from_array(getattr(self.state, name), chunks=chunks, asarray=False)
         from dask.highlevelgraph import HighLevelGraph

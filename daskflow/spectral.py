@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskflow.backend import is_dask_array
+
 
 def _plan(shape, bc, stagger, pencils, dtype):
     from daskflow.bc import Boundaries
@@ -20,10 +22,6 @@ def _plan(shape, bc, stagger, pencils, dtype):
 
     boundaries = Boundaries.parse((bc[0], bc[1], "PP"), f"{stagger[0]}{stagger[1]}c")
     return SpectralPlan(Grid(tuple(shape)), boundaries, 1.0, -1.0, "ftm", pencils, np.dtype(dtype))
-
-
-def _is_dask(x) -> bool:
-    return type(x).__module__.startswith("dask.array")
 
 
 def _dask_array(graph, name, chunks, dtype, like):
@@ -43,10 +41,10 @@ def forward_xy(field, bc=("PP", "PP"), stagger: str = "cc"):
     Output shape ``(nxs, nys, nz)``: complex when x or y is periodic (real FFT along x first),
     real otherwise. A Dask result is chunked as y-pencils: ``(x modes split in py, all y, z chunks)``.
     """
-    from daskflow.pencils.layout import split_sizes
+    from daskflow.pencils.layout import pencil_chunks, split_sizes
     from daskflow.poisson import algorithms, stages
 
-    if not _is_dask(field):
+    if not is_dask_array(field):
         plan = _plan(field.shape, bc, stagger, (1, 1), field.real.dtype)
         return stages.forward_xy(plan, None, field.T).T
     from dask.base import tokenize
@@ -57,7 +55,7 @@ def forward_xy(field, bc=("PP", "PP"), stagger: str = "cc"):
     py, pz = len(field.chunks[1]), len(field.chunks[2])
     plan = _plan(field.shape, bc, stagger, (py, pz), field.dtype)
     dec = plan.decomposition
-    home = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
+    home = pencil_chunks(field.shape, (py, pz))
     if field.chunks != home:
         field = field.rechunk(home, method="tasks")
     token = tokenize(field.name, bc, stagger)
@@ -79,7 +77,7 @@ def backward_xy(spectrum, shape, bc=("PP", "PP"), stagger: str = "cc"):
     """
     from daskflow.poisson import algorithms, stages
 
-    if not _is_dask(spectrum):
+    if not is_dask_array(spectrum):
         dtype = np.result_type(spectrum.real.dtype, np.float32)
         plan = _plan(shape, bc, stagger, (1, 1), dtype)
         xp_array = stages.backward_xy(plan, None, spectrum.T)
@@ -87,7 +85,7 @@ def backward_xy(spectrum, shape, bc=("PP", "PP"), stagger: str = "cc"):
     from dask.base import tokenize
 
     from daskflow.pencils.graph import DaskExecutor
-    from daskflow.pencils.layout import split_sizes
+    from daskflow.pencils.layout import pencil_chunks, split_sizes
 
     nx, ny, nz = shape
     py, pz = len(spectrum.chunks[0]), len(spectrum.chunks[2])
@@ -107,7 +105,7 @@ def backward_xy(spectrum, shape, bc=("PP", "PP"), stagger: str = "cc"):
         phys_y = ex.map([stages.to_memory_order, stages.backward_y], dec.indices, blocks)
         out = algorithms._finish(plan, ex, phys_y, tail)
     graph = {ex.plan: plan, **ex.graph}
-    chunks = ((nx,), split_sizes(ny, py), split_sizes(nz, pz))
+    chunks = pencil_chunks(shape, (py, pz))
     return _dask_array(graph, out[(0, 0)][0], chunks, plan.real_dtype, spectrum)
 
 

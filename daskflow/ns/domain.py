@@ -13,6 +13,7 @@ global reductions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -155,9 +156,9 @@ def _halo_sources(key, axis: int, counts, periodic: bool) -> list:
     return out
 
 
-def _cut_halos(domain, src, blocks, dst):
-    """Planes of ``src``'s padded fields that ``dst`` needs along the exchange axis."""
-    axis, counts = domain._axis, domain.counts
+def _cut_halos(axis: int, domain, src, blocks, dst):
+    """Planes of ``src``'s padded fields that ``dst`` needs along ``axis``."""
+    counts = domain.counts
     n, i_src, i_dst = counts[axis - 1], src[axis - 1], dst[axis - 1]
     wrap = (lambda i: i % n) if domain.bcs.periodic(axis) else (lambda i: i)  # noqa: E731
     planes = {}
@@ -211,9 +212,9 @@ class ChunkDomain:
     def _exchange_axis(self, blocks: dict, bcs: dict, axis: int) -> dict:
         """Pad every field of ``blocks`` along ``axis`` with neighbours' planes or wall ghosts."""
         periodic = self.bcs.periodic(axis)
-        self._axis = axis
         sources = lambda d: _halo_sources(d, axis, self.counts, periodic)  # noqa: E731
-        pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, sources, _cut_halos, None)[self.key]
+        pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, sources, partial(_cut_halos, axis),
+                                  None)[self.key]
         received = {}
         for piece in pieces:
             received.update(piece)
@@ -276,8 +277,9 @@ class ChunkDomain:
     @property
     def pencil_chunks(self) -> tuple:
         """Logical Dask-style chunk sizes of all pencils."""
-        sizes = lambda slices: tuple(s.stop - s.start for s in slices)  # noqa: E731
-        return ((self.grid.shape[0],), sizes(self.dec.y), sizes(self.dec.z))
+        from daskflow.pencils.layout import pencil_chunks
+
+        return pencil_chunks(self.grid.shape, self.dec.pencils)
 
     def keep_walls(self, f, component: int):
         bc = self.bcs.components[component]

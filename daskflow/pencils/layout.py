@@ -24,6 +24,12 @@ def split_sizes(n: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (i < extra) for i in range(parts))
 
 
+def pencil_chunks(shape, pencils) -> tuple[tuple[int, ...], ...]:
+    """Logical Dask chunks of x-pencils: one chunk along x, ``pencils = (py, pz)`` over y and z."""
+    nx, ny, nz = shape
+    return ((nx,), split_sizes(ny, pencils[0]), split_sizes(nz, pencils[1]))
+
+
 def split_slices(n: int, parts: int) -> tuple[slice, ...]:
     """The index ranges of :func:`split_sizes` as slices."""
     out, start = [], 0

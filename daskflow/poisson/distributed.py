@@ -25,14 +25,13 @@ from dask.highlevelgraph import HighLevelGraph
 from daskflow.backend import is_cupy_array
 from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
+from daskflow.pencils.layout import pencil_chunks
 from daskflow.poisson import algorithms, stages
 
 
 def home_chunks(solver) -> tuple[tuple[int, ...], ...]:
     """Logical Dask chunks of the solver's x-pencils."""
-    dec = solver.plan.decomposition
-    sizes = lambda slices: tuple(s.stop - s.start for s in slices)  # noqa: E731
-    return ((solver.grid.shape[0],), sizes(dec.y), sizes(dec.z))
+    return pencil_chunks(solver.grid.shape, solver.pencils)
 
 
 def current_client():
@@ -57,6 +56,7 @@ class ClusterState:
 
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
     """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client."""
+    client.wait_for_workers(1, timeout=120)  # a cluster still starting (or restarting) has none yet
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     cache_key = (client.id, xp_name, tuple(workers))
     cache = solver.__dict__.setdefault("_cluster_states", {})

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from daskflow.backend import array_module, is_cupy_array
+from daskflow.backend import array_module, is_cupy_array, is_dask_array
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.pencils.executor import LocalExecutor
@@ -28,10 +28,6 @@ from daskflow.stencils import apply_along
 
 DEVICES = (None, "cpu", "gpu")
 GRANULARITIES = ("stage", "fused")
-
-
-def _is_dask_array(b: Any) -> bool:
-    return type(b).__module__.startswith("dask.array")
 
 
 class _SpectralSolver:
@@ -79,7 +75,7 @@ class _SpectralSolver:
     # ------------------------------------------------------------------ input checks
 
     def _check(self, b: Any, name: str, allow_dask: bool = False):
-        if allow_dask and _is_dask_array(b):
+        if allow_dask and is_dask_array(b):
             self._check_properties(b, b._meta, name)
             return None
         if not (isinstance(b, np.ndarray) or is_cupy_array(b)):

@@ -158,12 +158,14 @@ def run(args) -> int:
             done = sim.step - first_step
             rate = done / (time.perf_counter() - start)
             eta = (total - done) / rate if total else (until - sim.time) / (sim.dt * rate) if until else 0.0
-            diag = sim._diagnostics()
-            line = (f"step {sim.step}  t {sim.time:.4f}  dt {sim.dt:.3e}  div {diag['divergence_max']:.1e}  "
-                    f"Ub {diag['bulk_velocity']:.4f}  {rate:.1f} steps/s  ETA {eta:.0f} s")
+            diag = sim.diagnostics()
+            line = (f"step {sim.step}  t {sim.time:.4f}  dt {sim.dt:.3e}  CFL {diag['cfl']:.2f}  "
+                    f"Re_tau {diag['re_tau']:.1f}  div {diag['div_max']:.1e}  Ub {diag['bulk_velocity']:.4f}  "
+                    f"{rate:.1f} steps/s  ETA {eta:.0f} s")
             print(("\r" + line) if interactive else line, file=sys.stderr, end="" if interactive else "\n")
-            if not all(map(_finite, diag.values())):
-                print(f"\ndaskflow run: the flow blew up at step {sim.step} (NaN or Inf); the last good "
+            problem = _blow_up(diag)
+            if problem:
+                print(f"\ndaskflow run: the flow blew up at step {sim.step} ({problem}); stopped, the last good "
                       "checkpoint is kept", file=sys.stderr)
                 return 1
             if stop.signal:
@@ -179,5 +181,16 @@ def run(args) -> int:
     return 0
 
 
-def _finite(value: float) -> bool:
-    return value == value and abs(value) != float("inf")
+CFL_LIMIT = 1.7  # RK3's advective stability limit is sqrt(3)
+DIVERGENCE_LIMIT = 1e-6
+
+
+def _blow_up(diag: dict) -> str | None:
+    """Why the flow is no longer trustworthy (NaN/Inf, CFL or divergence beyond their limits), or None."""
+    if not all(value == value and abs(value) != float("inf") for value in diag.values()):
+        return "NaN or Inf in the fields"
+    if diag["cfl"] > CFL_LIMIT:
+        return f"CFL {diag['cfl']:.2f} beyond {CFL_LIMIT}"
+    if diag["div_max"] > DIVERGENCE_LIMIT:
+        return f"max |div u| {diag['div_max']:.2e} beyond {DIVERGENCE_LIMIT}"
+    return None

@@ -385,18 +385,20 @@ class Simulation:
 
         self._pencils = self._submit(checkpoint_on_worker)
 
-    def _diagnostics(self) -> dict:
+    def diagnostics(self) -> dict:
+        """The current ``scalars`` record: dt, CFL, max |div u|, bulk velocity, wall shear stresses,
+        Re_tau, kinetic energy (reduced across the workers on a cluster)."""
+        from daskflow.io.output import flow_scalars
         from daskflow.ns.distributed import diagnostics_on_worker
 
         if self.client is None:
-            return {"divergence_max": self.stepper.divergence_max(self.state),
-                    "bulk_velocity": self.stepper.bulk_velocity(self.state.u)}
+            return flow_scalars(self.stepper, self.state, self.config["physics"]["nu"])
         return self.client.gather(self._submit(diagnostics_on_worker)[0])
 
     def divergence_max(self) -> float:
         """Largest |div u| over the cells (reduced across workers on a cluster)."""
-        return self._diagnostics()["divergence_max"]
+        return self.diagnostics()["div_max"]
 
     def bulk_velocity(self) -> float:
         """Volume-averaged streamwise velocity."""
-        return self._diagnostics()["bulk_velocity"]
+        return self.diagnostics()["bulk_velocity"]

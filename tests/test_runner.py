@@ -168,3 +168,16 @@ def test_run_against_a_scheduler_address(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "2 workers" in proc.stderr
         assert cluster.scheduler.transition_counter > 0  # the run's tasks went to this scheduler
+
+
+def test_progress_line_and_blow_up_stop(tmp_path):
+    config = _small_config(tmp_path, steps=4)
+    proc = _daskflow("run", str(config), "--cluster", "none", "--report-every", "2", cwd=tmp_path)
+    assert proc.returncode == 0 and "CFL" in proc.stderr and "Re_tau" in proc.stderr and "ETA" in proc.stderr
+    cfg = yaml.safe_load(config.read_text())
+    cfg["time"].update(dt=5.0, cfl=0.5)  # a fixed dt far beyond the CFL limit
+    cfg["output"]["store"] = str(tmp_path / "blow.zarr")
+    path = tmp_path / "blow.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = _daskflow("run", str(path), "--cluster", "none", "--report-every", "1", cwd=tmp_path)
+    assert proc.returncode == 1 and "blew up at step 1" in proc.stderr

@@ -19,6 +19,35 @@ from daskflow.ns import operators as ops
 C, LO, HI = ops.C, ops.LO, ops.HI
 
 
+def flow_scalars(stepper, state, nu: float) -> dict:
+    """The ``scalars`` record of a state (collective: every participant calls it): ``dt``, ``cfl``
+    (dt times the largest advective rate), ``div_max``, ``bulk_velocity``, wall shear stresses from
+    the first cell at each wall, ``re_tau`` (half-height based) and ``kinetic_energy`` per volume."""
+    domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
+    xp = array_module(state.u)
+    dz = xp.asarray(domain.dz())[None, None, :]
+    rate = float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
+    sums = np.zeros(3)  # plane sums of u in the first and last cell, kinetic energy
+    if domain.region[2].start == 0:
+        sums[0] = float(state.u[:, :, 0].sum())
+    if domain.region[2].stop == grid.shape[2]:
+        sums[1] = float(state.u[:, :, -1].sum())
+    sums[2] = float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum())
+    sums = domain.allreduce_array(sums)
+    rate = domain.allreduce(rate, "max")
+    div_max = stepper.divergence_max(state)
+    bulk = stepper.bulk_velocity(state.u)
+    area = grid.shape[0] * grid.shape[1]
+    u_walls, h = stepper.bcs.u.values[2], grid.dzf
+    tau_bottom = nu * (sums[0] / area - u_walls[0]) / (0.5 * h[0])
+    tau_top = nu * (sums[1] / area - u_walls[1]) / (0.5 * h[-1])
+    tau = 0.5 * (abs(tau_bottom) + abs(tau_top))
+    return {"dt": state.dt, "cfl": state.dt * rate, "div_max": div_max, "bulk_velocity": bulk,
+            "tau_wall_bottom": tau_bottom, "tau_wall_top": tau_top,
+            "re_tau": float(np.sqrt(tau) * 0.5 * grid.lengths[2] / nu),
+            "kinetic_energy": sums[2] / (area * grid.lengths[2])}
+
+
 class StoreError(RuntimeError):
     """Writing the run's store failed (disk full, permissions, store removed)."""
 
@@ -64,34 +93,9 @@ class Output:
     # ------------------------------------------------------------------ records
 
     def scalars(self, stepper, state) -> None:
-        domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
-        xp = array_module(state.u)
-        dz = xp.asarray(domain.dz())[None, None, :]
-        rate = float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
-        walls = np.zeros(3)  # plane sums of u in the first and last cell, kinetic energy
-        lo, hi = domain.region[2].start == 0, domain.region[2].stop == grid.shape[2]
-        if lo:
-            walls[0] = float(state.u[:, :, 0].sum())
-        if hi:
-            walls[1] = float(state.u[:, :, -1].sum())
-        walls[2] = float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum())
-        walls = domain.allreduce_array(walls)
-        rate = domain.allreduce(rate, "max")
-        div_max = stepper.divergence_max(state)
-        bulk = stepper.bulk_velocity(state.u)
-        nx, ny, nz = grid.shape
-        area = nx * ny
-        u_walls = stepper.bcs.u.values[2]
-        h = grid.dzf
-        tau_bottom = self.nu * (walls[0] / area - u_walls[0]) / (0.5 * h[0])
-        tau_top = self.nu * (walls[1] / area - u_walls[1]) / (0.5 * h[-1])
-        tau = 0.5 * (abs(tau_bottom) + abs(tau_top))
-        if domain.rank0:
-            store.append(self.root["scalars"], {
-                "time": state.time, "step": state.step, "dt": state.dt, "cfl": state.dt * rate, "div_max": div_max,
-                "bulk_velocity": bulk, "tau_wall_bottom": tau_bottom, "tau_wall_top": tau_top,
-                "re_tau": np.sqrt(tau) * 0.5 * grid.lengths[2] / self.nu,
-                "kinetic_energy": walls[2] / (area * grid.lengths[2])})
+        values = flow_scalars(stepper, state, self.nu)
+        if stepper.domain.rank0:
+            store.append(self.root["scalars"], {"time": state.time, "step": state.step, **values})
 
     def profiles(self, stepper, state) -> None:
         domain, grid = stepper.domain, stepper.grid

@@ -134,9 +134,11 @@ def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil
 
 
 def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list) -> dict:
-    """Global ``max |div u|`` and bulk velocity, reduced across the workers' pencils."""
+    """The scalars record (CFL, divergence, bulk velocity, Re_tau, ...) reduced across the pencils."""
+    from daskflow.io.output import flow_scalars
+
     def body(stepper, state, domain):
-        return {"divergence_max": stepper.divergence_max(state), "bulk_velocity": stepper.bulk_velocity(state.u)}
+        return flow_scalars(stepper, state, plan.nu)
 
     return _on_worker(plan, run_id, workers, pencil, body)
 

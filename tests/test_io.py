@@ -120,6 +120,18 @@ def test_distributed_run_writes_the_same_store(tmp_path):
     assert store.current_slot(str(tmp_path / "dist.zarr")) == "a"
     fields, clock = store.read_checkpoint(str(tmp_path / "dist.zarr"))
     assert clock["step"] == 4
+    # the cluster-written store, group by group: dims, coordinates, attributes, dtypes
+    g = local.grid
+    ds = _open(tmp_path / "dist.zarr", "fields")
+    assert ds["u"].dims == ("time", "xf", "y", "z") and ds["w"].dims == ("time", "x", "y", "zf")
+    assert ds["u"].dtype == np.float64 and ds["step"].dtype == np.int64
+    np.testing.assert_array_equal(ds["zf"], g.zf[1:])
+    np.testing.assert_array_equal(ds["yf"], g.yf[1:])
+    np.testing.assert_array_equal(ds["x"], g.xc)
+    import zarr
+
+    root = zarr.open_group(str(tmp_path / "dist.zarr"), mode="r").attrs.asdict()
+    assert root["config"]["solver"]["pencils"] == [2, 2] and root["grid"]["shape"] == list(g.shape)
 
 
 def test_distributed_restart_and_no_field_reaches_the_client(tmp_path):

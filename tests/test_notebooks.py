@@ -19,5 +19,6 @@ def test_notebook_runs(path, tmp_path):
     script.write_text("import matplotlib\nmatplotlib.use('Agg')\n\ndef main():\n"
                       + "\n".join("    " + line for line in code.splitlines())
                       + "\n\nif __name__ == '__main__':\n    main()\n")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    # run from the notebook's folder, as Jupyter does
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=path.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]

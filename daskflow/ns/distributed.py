@@ -85,17 +85,13 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
     def after_step(stepper, state):
         if writer is not None:
             writer(stepper, state)
-        _test_kill_hook(state, domain_of(stepper))
+        _test_kill_hook(state, stepper.domain)
 
     def body(stepper, state, domain):
         advance(plan.time, stepper, state, steps, until, after_step)
         return _pencil(state, domain)
 
     return _on_worker(plan, run_id, workers, pencil, body)
-
-
-def domain_of(stepper: Stepper):
-    return stepper.domain
 
 
 def _test_kill_hook(state: State, domain) -> None:

@@ -200,6 +200,7 @@ class ChunkDomain:
         self._solves = 0
         self._executors = [self.ex, self.ex_pressure]
         self._helmholtz: dict = {}
+        self._z_solvers: dict = {}
         self._pressure_setup_cache = None
 
     def finish(self) -> None:
@@ -355,17 +356,23 @@ class ChunkDomain:
         else:
             # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it
             # sends an empty piece and takes no part in the reduced system.
-            shift = xp.zeros(cols.shape[1] * cols.shape[2])
-            chunks = {i: tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift)
-                      for i, r in enumerate(rows) if r.stop > r.start}
-            boundary = tridiagonal.reduce(cols, chunks[q]).reshape(-1, shift.size) if m else \
-                xp.zeros((0, shift.size), dtype=cols.dtype)
+            ncols = cols.shape[1] * cols.shape[2]
+
+            def build():  # coefficients change with alpha only: reused while dt stays the same
+                shift = xp.zeros(ncols)
+                chunks = {i: tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift)
+                          for i, r in enumerate(rows) if r.stop > r.start}
+                reduced = tridiagonal.FactoredTridiagonal.factor(
+                    *tridiagonal.reduced_system(list(chunks.values())), op.periodic) if m else None
+                return chunks, reduced
+
+            chunks, reduced = _cached(self._z_solvers, (component, alpha), build)
+            boundary = tridiagonal.reduce(cols, chunks[q]).reshape(-1, ncols) if m else \
+                xp.zeros((0, ncols), dtype=cols.dtype)
             column_group = lambda d: [(d[0], i) for i in range(pz)]  # noqa: E731
             pieces = self.ex.exchange({self.key: boundary}, self.dec.indices, column_group,
                                       lambda plan, s, block, d: block, None)[self.key]
             if m:
-                reduced = tridiagonal.FactoredTridiagonal.factor(*tridiagonal.reduced_system(list(chunks.values())),
-                                                                 op.periodic)
                 x = reduced.solve(xp.concatenate(pieces))
                 offset = sum(tridiagonal.boundary_rows(r.stop - r.start) for r in rows[:q])
                 count = tridiagonal.boundary_rows(m)

@@ -1,0 +1,626 @@
+"""Communication and cost model of the distributed Poisson solve and the channel time step.
+
+What the model counts is read off the code, not assumed:
+
+* Poisson (:mod:`daskflow.poisson.algorithms`): FTM = x->y transpose (``py > 1``), y->z and z->y
+  transposes (``pz > 1``), y->x transpose (``py > 1``); P-TDMA (``pz > 1``) = x->y, a gather of the
+  reduced-system boundary rows into ``R = min(pz, nys)`` column slices per x group, the scatter of
+  the solved rows back, y->x. ``pz = 1`` runs FTM (plain Thomas) for both methods.
+* Time step (:mod:`daskflow.ns.stepper`, :class:`daskflow.ns.domain.ChunkDomain`): 3 RK substeps,
+  each with 4 halo pads (velocity, pressure, predicted velocity, pressure correction; one y and one
+  z exchange each), one Poisson solve, with z-implicit diffusion three z-solves (all-gather of the
+  boundary rows inside the column group when ``pz > 1``, nothing otherwise) and one bulk-velocity
+  all-reduce (flow-rate forcing); one CFL all-reduce per step.
+
+Pieces are enumerated per (source chunk, destination chunk) with the exact uneven split sizes of
+:mod:`daskflow.pencils.layout` and the round-robin chunk owners of
+:func:`daskflow.pencils.graph.chunk_owner`, so the bytes leaving a GPU, its peers and the pieces that
+stay local are exact. Time = local compute (HBM passes) + per exchange (latency + the busiest GPU's
+transfer + the copies that cut and assemble pieces) + the Dask overhead of a solve. Parameters
+live in :class:`Machine`; ``H200_DASK`` is fitted to the measured runs in ``docs/results``
+(:func:`calibrate`), ``A100_LEONARDO`` takes the seed paper's hardware table.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from daskflow.pencils.layout import split_sizes
+
+CHANNEL_BC = ("PP", "PP", "NN")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Bandwidths, latencies and kernel costs of one kind of GPU cluster (SI units: s, B/s)."""
+
+    name: str
+    gpus_per_node: int
+    hbm_bw: float  # effective device-memory bandwidth (a device copy: read + write)
+    solve_passes: float  # local spectral solve: HBM passes over the real field (FFTs both ways + z solve)
+    ptdma_extra_passes: float  # reconstruction pass of P-TDMA beyond Thomas (Algorithm 2)
+    zsolve_passes: float  # one z-implicit diffusion solve of one component
+    substep_other_passes: float  # everything else of an RK substep (pads, explicit terms, divergence, ...)
+    intra_pair_bw: float  # one GPU to one peer in its node
+    intra_a2a_bw: float  # out of one GPU sending to two or more peers in its node at once
+    inter_bw: float  # out of one GPU to other nodes (its share of the node's network)
+    exchange_latency: float  # fixed cost of one exchange that has remote pieces (direct / MPI)
+    peer_latency: float = 0.0  # per remote peer of the busiest GPU
+    ns_exchange_latency: float | None = None  # the same inside a time step (None: exchange_latency)
+    solve_overhead: float = 0.0  # Dask: a submitted solve beyond its exchanges (fused granularity)
+    task_hop: float = 0.0  # Dask stage granularity: a dependent task without data
+    stage_exchange_base: float = 0.0  # Dask stage granularity: an exchange of piece tasks ...
+    stage_exchange_per_source: float = 0.0  # ... plus this per source piece of a destination
+    run_overhead: float = 0.0  # one run of steps submitted and its clock gathered
+    notes: str = ""
+
+
+# Fitted on the 4 x H200 host (NVLink NV18, dask-cuda, UCX); see calibrate() and docs/performance.md.
+H200_DASK = Machine(
+    name="4xH200 daskflow (Dask + UCX direct exchanges)",
+    gpus_per_node=4,
+    hbm_bw=4.14e12,  # poisson_single_H200: 512^3 float64 device copy 0.519 ms (read + write 2.15 GB)
+    solve_passes=19.6,  # poisson_single_H200: 512^3 solve 5.08 ms
+    ptdma_extra_passes=2.0,  # Algorithm 2 reconstruction reads + writes d once (kernel structure)
+    zsolve_passes=21.3,  # channel_step_H200: implicit solve of one component 0.778 ms, 512x256x144
+    substep_other_passes=354.0,  # channel_step_H200: 47.9 ms / 3 substeps minus its solves
+    intra_pair_bw=318e9,  # transpose_4xH200_run1: raw peer copies, 2 GPUs, 1 GiB: 0.5 GiB out in 1.69 ms
+    intra_a2a_bw=188e9,  # transpose_4xH200: raw all-to-all, 4 GPUs, 1 GiB: 0.75 GiB out in 4.27 ms
+    inter_bw=25e9,  # not measured (one host); a placeholder of one 200 Gb/s NIC per GPU
+    exchange_latency=3.3e-3,  # transpose_4xH200 direct chained (64 MiB, 1 GiB) minus links and copies
+    ns_exchange_latency=11.0e-3,  # channel_step_4xH200: 296.8 ms per step, 22 exchanges (calibration point)
+    solve_overhead=7.0e-3,  # poisson_distributed, 1 GPU: median chained 12.0 ms minus the 4.9 ms floor
+    task_hop=6.25e-3,  # DESIGN.md section 6: one hop between dependent tasks (chain of 50)
+    stage_exchange_base=10.2e-3,  # transpose stage chained (2 and 4 GPUs, both files): least squares
+    stage_exchange_per_source=3.4e-3,
+    run_overhead=2 * 6.25e-3,  # one submit + one clock gather per run
+    notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H200); inter-node bandwidth not measured",
+)
+
+# The seed paper's Leonardo booster node (Table 1): NVIDIA A100 64 GB, 4 GPUs per node, 800 Gb/s
+# between two GPUs in a node, 100 Gb/s per GPU between nodes, 1.6 TB/s HBM. Kernels are daskflow's
+# (passes as measured on the H200); communication as MPI/NCCL would do it (microsecond latencies,
+# no Dask overhead) -- those latencies are assumptions, not the paper's numbers.
+A100_LEONARDO = replace(
+    H200_DASK,
+    name="Leonardo booster (A100 64 GB, 4 per node, NVLink 3 + 4 x 100 Gb/s InfiniBand), MPI-like exchanges",
+    hbm_bw=1.6e12 * 4.14 / 4.8,  # paper Table 1 (1.6 TB/s) x the copy efficiency measured on the H200
+    intra_pair_bw=100e9,  # paper Table 1: intra-node 800 Gb/s (4 NVLink 3 links per GPU pair)
+    intra_a2a_bw=300e9,  # 3 peers at 100 GB/s (A100: 12 NVLink 3 links, 300 GB/s per direction)
+    inter_bw=12.5e9,  # paper Table 1: 100 Gb/s per GPU (the node's 4 x 100 Gb/s HDR shared by 4 GPUs)
+    exchange_latency=20e-6,  # assumption: an MPI/NCCL collective's start-up
+    peer_latency=2e-6,  # assumption: one message per peer
+    ns_exchange_latency=None,
+    solve_overhead=0.0, task_hop=0.0, stage_exchange_base=0.0, stage_exchange_per_source=0.0, run_overhead=0.0,
+    notes="hardware from the seed paper's Table 1; kernel passes from the H200 runs; latencies assumed",
+)
+
+
+# ------------------------------------------------------------------------------------- geometry
+
+
+def spectral_sizes(shape, bc=CHANNEL_BC) -> tuple[int, int, bool]:
+    """``(nxs, nys, complex)`` after the x and y transforms (cell-centred unknowns)."""
+    from daskflow.transforms import spectral_size
+
+    nx, ny, _ = shape
+    x_complex = bc[0] == "PP"
+    nxs = spectral_size(bc[0], "c", nx, complex_input=False)
+    nys = spectral_size(bc[1], "c", ny, complex_input=x_complex)
+    return nxs, nys, x_complex or bc[1] == "PP"
+
+
+@dataclass(frozen=True)
+class Layout:
+    shape: tuple[int, int, int]
+    pencils: tuple[int, int]
+    gpus: int
+    itemsize: int  # real
+    bc: tuple = CHANNEL_BC
+
+    @property
+    def py(self) -> int:
+        return self.pencils[0]
+
+    @property
+    def pz(self) -> int:
+        return self.pencils[1]
+
+    @property
+    def chunks(self) -> int:
+        return self.py * self.pz
+
+    @property
+    def spectral(self):
+        return spectral_sizes(self.shape, self.bc)
+
+    @property
+    def spec_itemsize(self) -> int:
+        return self.itemsize * (2 if self.spectral[2] else 1)
+
+    def owner(self, p, q):
+        """Worker of chunk ``(p, q)`` (:func:`daskflow.pencils.graph.chunk_owner`)."""
+        return (np.asarray(p) * self.pz + np.asarray(q)) % self.gpus
+
+    def chunk_points(self) -> int:
+        """Points of the largest chunk."""
+        return self.shape[0] * split_sizes(self.shape[1], self.py)[0] * split_sizes(self.shape[2], self.pz)[0]
+
+
+def _sizes(n, parts):
+    return np.asarray(split_sizes(n, parts), dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------- exchanges
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One exchange, summarised over GPUs: ``bytes_out`` is the busiest GPU's remote bytes."""
+
+    name: str
+    pieces: int
+    total_bytes: int  # all pieces, local ones included
+    remote_bytes: int  # all pieces that change GPU
+    bytes_out: int  # the busiest GPU's remote bytes out
+    bytes_out_inter: int  # of which to other nodes (same GPU)
+    peers: int  # most remote peers of one GPU
+    copy_bytes: int  # busiest GPU's bytes cut + assembled (each read and written once)
+    sources_per_destination: int
+    transfer_s: float = 0.0
+    latency_s: float = 0.0
+    copy_s: float = 0.0
+
+    @property
+    def time_s(self) -> float:
+        return self.transfer_s + self.latency_s + self.copy_s
+
+
+def _exchange(name, lay: Layout, src_p, src_q, dst_p, dst_q, nbytes, machine: Machine, *,
+              assemble=True, dst_owner=None) -> Exchange:
+    src_p, src_q, dst_p, dst_q, nbytes = np.broadcast_arrays(src_p, src_q, dst_p, dst_q, nbytes)
+    src_p, src_q, dst_p, dst_q, nbytes = (a.ravel() for a in (src_p, src_q, dst_p, dst_q, nbytes))
+    so = lay.owner(src_p, src_q)
+    do = lay.owner(dst_p, dst_q) if dst_owner is None else dst_owner(dst_p, dst_q)
+    g, node = lay.gpus, machine.gpus_per_node
+    # bytes[i, j]: from GPU i to GPU j (the diagonal stays on the GPU)
+    matrix = np.bincount(so.astype(np.int64) * g + do, weights=nbytes, minlength=g * g).reshape(g, g)
+    remote = matrix.copy()
+    np.fill_diagonal(remote, 0.0)
+    same_node = (np.arange(g)[:, None] // node) == (np.arange(g)[None, :] // node)
+    intra_m, inter_m = np.where(same_node, remote, 0.0), np.where(same_node, 0.0, remote)
+    out, inter, intra = remote.sum(1), inter_m.sum(1), intra_m.sum(1)
+    peers = (remote > 0).sum(1)
+    intra_bw = np.where((intra_m > 0).sum(1) <= 1, machine.intra_pair_bw, machine.intra_a2a_bw)
+    t_intra = np.maximum(intra / intra_bw, intra_m.max(1) / machine.intra_pair_bw)
+    t = np.maximum(t_intra, inter / machine.inter_bw)
+    copies = matrix.sum(1) + (matrix.sum(0) if assemble else 0)
+    busiest = int(np.argmax(t)) if t.max() > 0 else int(np.argmax(out))
+    sources = np.bincount(dst_p * lay.pz + dst_q).max() if len(dst_p) else 0
+    latency = 0.0
+    if out.any():
+        latency = machine.exchange_latency + machine.peer_latency * int(peers.max())
+    return Exchange(name, len(nbytes), int(nbytes.sum()), int(out.sum()), int(out[busiest]),
+                    int(inter[busiest]), int(peers.max()), int(2 * copies.max()), int(sources),
+                    float(t.max()), latency, float(2 * copies.max() / machine.hbm_bw))
+
+
+def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", machine: Machine = H200_DASK,
+                      bc=CHANNEL_BC) -> list[Exchange]:
+    """The exchanges of one Poisson solve, in order, as the code makes them."""
+    lay = Layout(tuple(shape), tuple(pencils), gpus, np.dtype(dtype).itemsize, tuple(bc))
+    nx, ny, nz = shape
+    py, pz = pencils
+    nxs, nys, _ = lay.spectral
+    s = lay.spec_itemsize
+    ny_p, nz_q, xs_p, ys_q = _sizes(ny, py), _sizes(nz, pz), _sizes(nxs, py), _sizes(nys, pz)
+    P, Q = np.arange(py), np.arange(pz)
+    out = []
+
+    def xy(name):  # within each z group q: src p -> dst p2, piece nz_q * ny_p * xs_p2 (either direction)
+        p, q, p2 = P[:, None, None], Q[None, :, None], P[None, None, :]
+        nb = nz_q[q] * ny_p[p] * xs_p[p2] * s
+        if name == "y->x":  # src p holds xs_p, all y; sends ny_p2 rows
+            nb = nz_q[q] * ny_p[p2] * xs_p[p] * s
+        return _exchange(name, lay, p, q, p2, q, nb, machine)
+
+    def yz(name):  # within each x group p: src q -> dst q2
+        p, q, q2 = P[:, None, None], Q[None, :, None], Q[None, None, :]
+        nb = nz_q[q] * ys_q[q2] * xs_p[p] * s if name == "y->z" else nz_q[q2] * ys_q[q] * xs_p[p] * s
+        return _exchange(name, lay, p, q, p, q2, nb, machine)
+
+    if py > 1:
+        out.append(xy("x->y"))
+    if method == "ftm" or pz == 1:
+        if pz > 1:
+            out += [yz("y->z"), yz("z->y")]
+    else:
+        R = min(pz, nys)
+        red = _sizes(nys, R)
+        rows = np.minimum(nz_q, 2)  # boundary rows of each z chunk (nz unknowns, cell centred)
+        singular = all(b in ("PP", "NN") for b in bc)
+        p, q, r = P[:, None, None], Q[None, :, None], np.arange(R)[None, None, :]
+        nb = rows[q] * red[r] * xs_p[p] * s + ((p == 0) & (r == 0) & singular) * nz_q[q] * s
+        reduced_owner = lambda pp, rr: lay.owner(pp, rr)  # noqa: E731  reduced task (p, s) -> chunk_owner
+        out.append(_exchange("gather", lay, p, q, p, r, nb, machine, dst_owner=reduced_owner))
+        # scatter: src reduced (p, s) -> dst chunk (p, q); the same pieces back (solved rows)
+        so = lambda pp, qq: lay.owner(pp, qq)  # noqa: E731
+        ex = _exchange("scatter", lay, p, r, p, q, nb, machine, dst_owner=so)
+        out.append(ex)
+    if py > 1:
+        out.append(xy("y->x"))
+    return out
+
+
+def task_count(method: str, pencils, nys: int, granularity: str = "stage", workers: int | None = None) -> int:
+    """Tasks of one solve graph (:func:`daskflow.poisson.distributed.build_graph`, without set-up).
+
+    Stage: one task per chunk per fused stage plus one per piece; fused: one task per worker that
+    owns a chunk, one output ``getitem`` and one ready marker per chunk.
+    """
+    py, pz = pencils
+    c = py * pz
+    if granularity == "fused":
+        return min(workers if workers else c, c) + 2 * c
+    forward = c if py == 1 else c + c * py + c
+    finish = 0 if py == 1 else c * py + c
+    if pz == 1:
+        return forward + finish
+    if method == "ftm":
+        return forward + 2 * (c * pz + c) + finish
+    r = min(pz, nys)
+    return forward + (py * r * pz + py * r) + c * r + c + finish
+
+
+def stage_sources(method: str, pencils, nys: int) -> list[int]:
+    """Stage granularity: the sources per destination of each exchange of a solve, in order."""
+    py, pz = pencils
+    xy = [py] if py > 1 else []
+    if pz == 1:
+        return xy + xy
+    middle = [pz, pz] if method == "ftm" else [pz, min(pz, nys)]
+    return xy + middle + xy
+
+
+# ------------------------------------------------------------------------------------- predictions
+
+
+def _passes_time(points: int, itemsize: int, passes: float, machine: Machine) -> float:
+    return points * itemsize * passes / machine.hbm_bw
+
+
+def predict_solve(method: str, shape, pencils, gpus: int | None = None, dtype="float64",
+                  machine: Machine = H200_DASK, granularity: str = "fused", bc=CHANNEL_BC) -> dict:
+    """Predicted time of one Poisson solve (chained: back-to-back solves), split into compute,
+    transfer (links), copies (cutting and assembling pieces), latency and overhead (Dask)."""
+    gpus = gpus or pencils[0] * pencils[1]
+    itemsize = np.dtype(dtype).itemsize
+    lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize, tuple(bc))
+    chunks_per_gpu = math.ceil(lay.chunks / gpus)
+    points = lay.chunk_points() * chunks_per_gpu
+    passes = machine.solve_passes + (machine.ptdma_extra_passes if method == "ptdma" and pencils[1] > 1 else 0)
+    compute = _passes_time(points, itemsize, passes, machine)
+    exchanges = poisson_exchanges(method, shape, pencils, gpus, dtype, machine, bc)
+    transfer = sum(e.transfer_s for e in exchanges)
+    copies = sum(e.copy_s for e in exchanges)
+    if granularity == "stage":
+        sources = stage_sources(method, pencils, lay.spectral[1])
+        latency = sum(machine.stage_exchange_base + machine.stage_exchange_per_source * n for n in sources)
+        overhead = machine.task_hop  # the first map layer; every other layer belongs to an exchange
+    else:
+        latency = sum(e.latency_s for e in exchanges)
+        overhead = machine.solve_overhead
+    total = compute + transfer + copies + latency + overhead
+    return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
+            "granularity": granularity, "machine": machine.name, "compute_s": compute, "transfer_s": transfer,
+            "copy_s": copies, "latency_s": latency, "overhead_s": overhead, "total_s": total,
+            "exchanges": len([e for e in exchanges if e.remote_bytes]),
+            "bytes_out_per_gpu": sum(e.bytes_out for e in exchanges),
+            "bytes_out_inter_per_gpu": sum(e.bytes_out_inter for e in exchanges),
+            "tasks": task_count(method, pencils, lay.spectral[1], granularity, gpus),
+            "by_exchange": {e.name: e.time_s for e in exchanges}}
+
+
+def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine = H200_DASK,
+                   periodic=(True, True, False), implicit: str = "z", cfl: bool = True,
+                   zsolve: str = "allgather") -> list[Exchange]:
+    """The exchanges of one substep of the channel step besides the Poisson solve (halos, z-solves,
+    the bulk-velocity all-reduce); ``cfl`` adds the per-step CFL all-reduce (count it once a step).
+    ``zsolve``: ``"allgather"`` (what :meth:`ChunkDomain.implicit_z` does) or ``"sliced"`` (a
+    variant that gathers the boundary rows into column slices like the Poisson P-TDMA)."""
+    itemsize = np.dtype(dtype).itemsize
+    lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize)
+    nx, ny, nz = shape
+    py, pz = pencils
+    ny_p, nz_q = _sizes(ny, py), _sizes(nz, pz)
+    out = []
+
+    def halo(axis, fields):
+        n = (py, pz)[axis - 1]
+        src, dst, nb = [], [], []
+        for p in range(py):
+            for q in range(pz):
+                d = (p, q)
+                i = d[axis - 1]
+                wrap = (lambda j: j % n) if periodic[axis] else (lambda j: j)  # noqa: E731
+                seen = []
+                for step in (-1, 1):
+                    j = wrap(i + step)
+                    if 0 <= j < n and j not in seen:
+                        seen.append(j)
+                        planes = (wrap(i - 1) == j) + (wrap(i + 1) == j)
+                        plane = (nx + 2) * nz_q[q] if axis == 1 else (nx + 2) * (ny_p[p] + 2)
+                        s = (j, q) if axis == 1 else (p, j)
+                        src.append(s)
+                        dst.append(d)
+                        nb.append(planes * plane * fields * itemsize)
+        if not src:
+            return None
+        src, dst = np.array(src), np.array(dst)
+        return _exchange(f"halo-{'yz'[axis - 1]}x{fields}", lay, src[:, 0], src[:, 1], dst[:, 0], dst[:, 1],
+                         np.array(nb), machine, assemble=False)
+
+    for fields in (3, 1, 3, 1):  # pad_velocity, pad(p), pad_velocity(stars), pad(Phi)
+        for axis in (1, 2):
+            e = halo(axis, fields)
+            if e is not None:
+                out.append(e)
+    if implicit == "z" and pz > 1:
+        for component, unknowns in enumerate((nz, nz, nz - 1)):  # u, v cell centred; w on faces (walls)
+            starts = np.concatenate([[0], np.cumsum(nz_q)[:-1]])
+            m = np.clip(np.minimum(starts + nz_q, unknowns) - starts, 0, None)
+            rows = np.minimum(m, 2)
+            p, q, q2 = np.arange(py)[:, None, None], np.arange(pz)[None, :, None], np.arange(pz)[None, None, :]
+            name = f"zsolve-{'uvw'[component]}"
+            if zsolve == "allgather":  # the code: every chunk gets every chunk's rows
+                nb = rows[q] * nx * ny_p[p] * itemsize + 0 * q2
+                out.append(_exchange(name, lay, p, q, p, q2, nb, machine))
+            else:  # as the Poisson P-TDMA: gather into pz column slices, scatter the solved rows back
+                cols = np.stack([_sizes(nx * int(n), pz) for n in ny_p])  # (py, pz)
+                nb = rows[q] * cols[p, q2] * itemsize
+                out.append(_exchange(name + "-gather", lay, p, q, p, q2, nb, machine))
+                out.append(_exchange(name + "-scatter", lay, p, q2, p, q, nb, machine))
+    c = np.arange(lay.chunks)
+    s, d = np.meshgrid(c, c, indexing="ij")
+    for name in ("bulk-allreduce",) + (("cfl-allreduce",) if cfl else ()):
+        out.append(_exchange(name, lay, s // pz, s % pz, d // pz, d % pz, 8, machine, assemble=False))
+    return out
+
+
+def predict_step(method: str, shape, pencils, gpus: int | None = None, dtype="float64",
+                 machine: Machine = H200_DASK, steps_per_run: int | None = 10, zsolve: str = "allgather") -> dict:
+    """Predicted time of one channel time step (z-implicit diffusion, flow-rate forcing, CFL dt).
+    ``steps_per_run``: steps per submitted run (its overhead is shared); ``None``: in process."""
+    gpus = gpus or pencils[0] * pencils[1]
+    itemsize = np.dtype(dtype).itemsize
+    lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize)
+    points = lay.chunk_points() * math.ceil(lay.chunks / gpus)
+    ns_machine = replace(machine, exchange_latency=machine.ns_exchange_latency or machine.exchange_latency)
+    solve = predict_solve(method, shape, pencils, gpus, dtype, ns_machine, "fused")
+    other = step_exchanges(shape, pencils, gpus, dtype, ns_machine, zsolve=zsolve)
+    per_substep = [e for e in other if e.name != "cfl-allreduce"]
+    cfl = [e for e in other if e.name == "cfl-allreduce"]
+    compute = 3 * (solve["compute_s"] + _passes_time(points, itemsize, 3 * machine.zsolve_passes
+                                                     + machine.substep_other_passes, machine))
+    transfer = 3 * (solve["transfer_s"] + sum(e.transfer_s for e in per_substep)) + sum(e.transfer_s for e in cfl)
+    copies = 3 * (solve["copy_s"] + sum(e.copy_s for e in per_substep)) + sum(e.copy_s for e in cfl)
+    latency = 3 * (solve["latency_s"] + sum(e.latency_s for e in per_substep)) + sum(e.latency_s for e in cfl)
+    overhead = machine.run_overhead / steps_per_run if steps_per_run else 0.0
+    exchanges = 3 * (solve["exchanges"] + sum(1 for e in per_substep if e.remote_bytes)) + \
+        sum(1 for e in cfl if e.remote_bytes)
+    poisson = 3 * (solve["total_s"] - solve["overhead_s"])
+    zsolves = 3 * sum(e.time_s for e in per_substep if e.name.startswith("zsolve")) + \
+        3 * _passes_time(points, itemsize, 3 * machine.zsolve_passes, machine)
+    return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
+            "machine": machine.name, "compute_s": compute, "transfer_s": transfer, "copy_s": copies,
+            "latency_s": latency, "overhead_s": overhead,
+            "total_s": compute + transfer + copies + latency + overhead, "exchanges": exchanges,
+            "poisson_s": poisson, "zsolve_s": zsolves,
+            "bytes_out_per_gpu": 3 * (solve["bytes_out_per_gpu"] + sum(e.bytes_out for e in per_substep))
+            + sum(e.bytes_out for e in cfl)}
+
+
+def transpose_exchange(shape, gpus: int, itemsize: int = 8, machine: Machine = H200_DASK) -> Exchange:
+    """One x->y transpose of real ``(gpus, 1)`` slabs without transforms (``benchmarks/transpose.py``)."""
+    return poisson_exchanges("ftm", shape, (gpus, 1), gpus, np.dtype(f"f{itemsize}"), machine, ("NN", "NN", "NN"))[0]
+
+
+# ------------------------------------------------------------------------------------- measurements
+
+
+def default_results_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
+
+
+def load_json(path: str):
+    """A result file; text before the first ``{`` (warnings printed by the run) is skipped."""
+    with open(path) as f:
+        text = f.read()
+    start = text.find("{")
+    if start < 0:
+        raise ValueError(f"{path}: no JSON object")
+    return json.JSONDecoder().raw_decode(text[start:])[0]
+
+
+def load_results(results_dir: str | None = None) -> dict:
+    """``{file name: document}`` of every readable ``*.json`` in ``results_dir``."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(results_dir or default_results_dir(), "*.json"))):
+        try:
+            out[os.path.basename(path)] = load_json(path)
+        except (ValueError, OSError):
+            continue
+    return out
+
+
+def _of(results: dict, benchmark: str, gpus=None) -> list[tuple[str, dict]]:
+    return [(name, d) for name, d in results.items() if d.get("benchmark") == benchmark
+            and (gpus is None or d.get("gpus", 1) == gpus)]
+
+
+def calibrate(results_dir: str | None = None, base: Machine = H200_DASK) -> Machine:
+    """Re-derive the fitted parameters of ``H200_DASK`` from the result files (see its comments)."""
+    results = load_results(results_dir)
+    fields = {}
+    for _, d in _of(results, "poisson_single"):
+        for r in d["results"]:
+            if r["n"] == 512 and r.get("dtype", "float64") == "float64":
+                nbytes = r["points"] * 8
+                fields["hbm_bw"] = 2 * nbytes / (r["copy_ms"] * 1e-3)
+                fields["solve_passes"] = r["solve_ms"] * 1e-3 * fields["hbm_bw"] / nbytes
+    m = replace(base, **fields)
+    for _, d in _of(results, "channel_step"):
+        if d.get("gpus", 1) == 1 and d.get("device") == "NVIDIA H200" and "per_substep_breakdown_ms" in d:
+            pts = int(np.prod(d["shape"])) * 8
+            z = d["per_substep_breakdown_ms"]["implicit_solve_one_component_ms"] * 1e-3
+            solve = _passes_time(int(np.prod(d["shape"])), 8, m.solve_passes, m)
+            rest = d["seconds_per_step"] / 3 - solve - 3 * z
+            m = replace(m, zsolve_passes=z * m.hbm_bw / pts, substep_other_passes=rest * m.hbm_bw / pts)
+    raw = {}
+    for _, d in _of(results, "transpose"):
+        for r in d["results"]:
+            if r["mib_per_gpu"] == 1024:
+                e = transpose_exchange(r["shape"], r["gpus"], 8, m)
+                raw.setdefault(r["gpus"], []).append(e.bytes_out / (r["raw_ms"] * 1e-3))
+    if 2 in raw:
+        m = replace(m, intra_pair_bw=float(np.median(raw[2])))
+    if 4 in raw:
+        m = replace(m, intra_a2a_bw=float(np.median(raw[4])))
+    direct, stage = [], []
+    for name, d in _of(results, "transpose"):
+        for r in d["results"]:
+            e = transpose_exchange(r["shape"], r["gpus"], 8, m)
+            data = e.transfer_s + e.copy_s
+            stage.append((r["gpus"], r["stage"]["chained_per_transpose_ms"] * 1e-3 - data))
+            if "run1" not in name and r["gpus"] == 4:
+                direct.append(r["fused"]["chained_per_transpose_ms"] * 1e-3 - data)
+    if direct:
+        m = replace(m, exchange_latency=float(np.mean(direct)))
+    if len({g for g, _ in stage}) > 1:
+        x = np.array([[1.0, g] for g, _ in stage])
+        (b0, b1), *_ = np.linalg.lstsq(x, np.array([t for _, t in stage]), rcond=None)
+        m = replace(m, stage_exchange_base=float(b0), stage_exchange_per_source=float(b1))
+    over = [r["chained_ms"] - r["floor_ms"] for _, d in _of(results, "poisson_distributed")
+            for r in d["results"] if r["gpus"] == 1]
+    if over:
+        m = replace(m, solve_overhead=float(np.median(over)) * 1e-3)
+    for _, d in _of(results, "channel_step"):
+        if d.get("gpus", 1) > 1 and d.get("device") == "NVIDIA H200":
+            bare = replace(m, ns_exchange_latency=0.0, exchange_latency=0.0)
+            probe = predict_step("ptdma", d["shape"], d["pencils"], d["gpus"], machine=bare)
+            m = replace(m, ns_exchange_latency=(d["seconds_per_step"] - probe["total_s"]) / probe["exchanges"])
+    return m
+
+
+def validate(results_dir: str | None = None, machine: Machine = H200_DASK) -> list[dict]:
+    """Prediction vs measurement for every case in the result files the model covers.
+
+    ``role`` says whether the measurement fitted a parameter (``fit``) or is predicted (``check``).
+    """
+    results = load_results(results_dir)
+    rows = []
+
+    def row(source, case, measured_s, predicted_s, role):
+        rows.append({"source": source, "case": case, "measured_ms": 1e3 * measured_s, "predicted_ms": 1e3 * predicted_s,
+                     "ratio": predicted_s / measured_s, "role": role})
+
+    for name, d in _of(results, "poisson_single"):
+        for r in d["results"]:
+            p = predict_solve("ptdma", [r["n"]] * 3, (1, 1), 1, r.get("dtype", "float64"), machine)
+            role = "fit" if r["n"] == 512 else "check"
+            row(name, f"{r['n']}^3 in process", r["solve_ms"] * 1e-3, p["compute_s"], role)
+    for name, d in _of(results, "poisson_distributed"):
+        for r in d["results"]:
+            dtype = d.get("config", {}).get("dtype", "float64")
+            p = predict_solve(r["method"], r["grid"], r["pencils"], r["gpus"], dtype, machine, r["granularity"],
+                              tuple(d.get("bc", CHANNEL_BC)))
+            grid = "x".join(map(str, r["grid"]))
+            case = f"{r['gpus']} GPU {grid} {r['method']} {r['granularity']} {tuple(r['pencils'])}"
+            role = "fit" if r["gpus"] == 1 else "check"
+            row(name, case + " chained", r["chained_ms"] * 1e-3, p["total_s"], role)
+    for name, d in _of(results, "transpose"):
+        for r in d["results"]:
+            e = transpose_exchange(r["shape"], r["gpus"], 8, machine)
+            case = f"{r['gpus']} GPU {r['mib_per_gpu']} MiB"
+            role = "fit" if r["mib_per_gpu"] == 1024 else "check"
+            row(name, case + " raw links", r["raw_ms"] * 1e-3, e.transfer_s, role)
+            direct = e.transfer_s + e.copy_s + machine.exchange_latency
+            row(name, case + " direct chained", r["fused"]["chained_per_transpose_ms"] * 1e-3, direct,
+                "check" if "run1" in name else "fit")
+            staged = (e.transfer_s + e.copy_s + machine.stage_exchange_base
+                      + machine.stage_exchange_per_source * r["gpus"])
+            row(name, case + " task per piece chained", r["stage"]["chained_per_transpose_ms"] * 1e-3, staged, "fit")
+    for name, d in _of(results, "channel_step"):
+        if d.get("device") != "NVIDIA H200":
+            continue
+        gpus = d.get("gpus", 1)
+        p = predict_step("ptdma", d["shape"], d["pencils"], gpus, machine=machine,
+                         steps_per_run=10 if gpus > 1 else None)
+        row(name, f"{gpus} GPU {'x'.join(map(str, d['shape']))} {tuple(d['pencils'])} step", d["seconds_per_step"],
+            p["total_s"], "fit")
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Counts of checked cases within 25 % and the spread of their ratios."""
+    checks = [r["ratio"] for r in rows if r["role"] == "check"]
+    within = [x for x in checks if 0.75 <= x <= 1.25]
+    return {"checked": len(checks), "within_25_percent": len(within),
+            "median_ratio": float(np.median(checks)) if checks else float("nan"),
+            "min_ratio": min(checks, default=float("nan")), "max_ratio": max(checks, default=float("nan"))}
+
+
+# ------------------------------------------------------------------------------------- the paper's runs
+
+PAPER_STRONG = (7168, 7168, 1594)  # seed paper section 3.1, Re_tau ~ 5000, 1024 GPUs at the largest
+PAPER_WEAK_PER_GPU = (3456, 3072, 30)  # seed paper section 3.1 (318.5 M points per GPU)
+
+
+def _quiet(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError:
+        return None
+
+
+def paper_predictions(machine: Machine = A100_LEONARDO) -> dict:
+    """The seed paper's configurations as daskflow would run them on ``machine``.
+
+    ``strong``: 7168 x 7168 x 1594 on 1024 GPUs, pencils (512, 2) and (8, 128), both methods (one
+    solve and one step; the step also with the ``"sliced"`` z-solve variant). ``weak``: 3456 x 3072 x 30
+    points per GPU; P-TDMA on (1, n) z-slabs (the paper's set-up, global nz = 30 n); FTM on its fastest
+    1-D slab: (n, 1) or (1, n) of that grid, or (n, 1) of the grid stacked along y (3456 x 3072 n x 30;
+    the paper does not say which grid its FTM runs used).
+    """
+    from daskflow.pencils.layout import Decomposition
+
+    strong = []
+    for pencils in ((512, 2), (8, 128)):
+        for method in ("ftm", "ptdma"):
+            Decomposition(PAPER_STRONG, spectral_sizes(PAPER_STRONG)[:2], pencils).check(method)
+            solve = predict_solve(method, PAPER_STRONG, pencils, 1024, machine=machine)
+            step = predict_step(method, PAPER_STRONG, pencils, 1024, machine=machine, steps_per_run=None)
+            sliced = predict_step(method, PAPER_STRONG, pencils, 1024, machine=machine, steps_per_run=None,
+                                  zsolve="sliced")
+            strong.append({"pencils": list(pencils), "method": method, "solve": solve, "step": step,
+                           "step_sliced": sliced})
+    weak = []
+    nx, ny, nz = PAPER_WEAK_PER_GPU
+    for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+        shape = (nx, ny, nz * n)
+        ptdma = predict_step("ptdma", shape, (1, n), n, machine=machine, steps_per_run=None)
+        sliced = predict_step("ptdma", shape, (1, n), n, machine=machine, steps_per_run=None, zsolve="sliced")
+        poisson = {m: predict_solve(m, shape, (1, n) if m == "ptdma" else (n, 1), n, machine=machine)
+                   for m in ("ptdma", "ftm")}
+        candidates = [predict_step("ftm", grid, pencils, n, machine=machine, steps_per_run=None)
+                      for grid, pencils in {(shape, (n, 1)), (shape, (1, n)), ((nx, ny * n, nz), (n, 1))}]
+        ftm = min(candidates, key=lambda r: r["total_s"])
+        weak.append({"gpus": n, "shape": list(shape), "ptdma": ptdma, "ptdma_sliced": sliced, "ftm": ftm,
+                     "poisson": poisson})
+    return {"machine": machine.name, "strong": strong, "weak": weak}

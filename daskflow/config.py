@@ -21,6 +21,7 @@ from daskflow.ns.boundaries import PRESETS
 FORCING = ("none", "pressure_gradient", "flow_rate")
 IMPLICIT = ("none", "z", "xyz")
 INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
+MEANS = ("log_law", "laminar")
 POISSON = ("ptdma", "ftm")
 DTYPES = ("float64", "float32")
 DEVICES = ("auto", "cpu", "gpu")
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "physics": {"nu": 1.0e-3, "forcing": {"kind": "none", "value": [0.0, 0.0]}},
     "boundaries": {"preset": "channel"},
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
-    "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0]},
+    "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law"},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
     "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0, "slices_every": 0,
                "slices": {}, "checkpoint_every": 0, "compression": "zstd", "shards": "auto"},
@@ -151,6 +152,7 @@ def validate(config: dict) -> dict:
     i["amplitude"] = _number(i["amplitude"], "initial.amplitude", minimum=0.0)
     i["seed"] = _integer(i["seed"], "initial.seed")
     i["value"] = _vector(i["value"], 3, "initial.value")
+    _choice(i["mean"], MEANS, "initial.mean")
     s = cfg["solver"]
     _choice(s["poisson"], POISSON, "solver.poisson")
     s["pencils"] = _vector(s["pencils"], 2, "solver.pencils", int)

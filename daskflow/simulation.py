@@ -264,7 +264,8 @@ class Simulation:
             u, v, w = initial.taylor_green(self.grid, ini["amplitude"] or 1.0)
             self.set(u=u, v=v, w=w)
         elif kind == "turbulent_channel":
-            base = initial.laminar_channel(self.grid, physics["nu"], physics["forcing"])
+            mean = {"log_law": initial.turbulent_channel_mean, "laminar": initial.laminar_channel}[ini["mean"]]
+            base = mean(self.grid, physics["nu"], physics["forcing"])
             du, dv, dw = initial.channel_perturbation(self.grid, ini["amplitude"] * max(np.abs(base).max(), 1.0),
                                                       ini["seed"])
             self.set(u=base + du, v=dv, w=dw)

@@ -6,6 +6,8 @@ import pytest
 from daskflow import Simulation
 from daskflow.backend import to_numpy
 from daskflow.ns import operators as ops
+from daskflow.validation.taylor_green import errors as _tg_errors
+from daskflow.validation.taylor_green import simulate as _taylor_green
 from tests.helpers import CHANNEL
 
 
@@ -26,29 +28,6 @@ def test_divergence_free_after_every_step_on_stretched_channel(implicit):
         sim.run(steps=1)
         velocity = float(abs(to_numpy(sim.state.u)).max())
         assert sim.divergence_max() * dx / velocity < 1e-11
-
-
-def _taylor_green(n, dt, steps, nu=0.05, implicit="none"):
-    cfg = {"grid": {"shape": [n, 2, n], "lengths": [2 * np.pi, 1.0, 2 * np.pi]},
-           "physics": {"nu": nu}, "boundaries": {"preset": "periodic"},
-           "initial": {"kind": "taylor_green", "amplitude": 1.0},
-           "time": {"dt": dt, "implicit_diffusion": implicit}}
-    sim = Simulation(cfg)
-    sim.run(steps=steps)
-    return sim
-
-
-def _tg_errors(sim):
-    t, nu, g = sim.time, sim.config["physics"]["nu"], sim.grid
-    decay = np.exp(-2 * nu * t)
-    xu, zu = g.xf[1:, None, None], g.zc[None, None, :]
-    u_exact = np.sin(xu) * np.cos(zu) * decay
-    xc, zc = g.xc[:, None, None], g.zc[None, None, :]
-    p_exact = (np.cos(2 * xc) + np.cos(2 * zc)) / 4 * decay**2
-    p = to_numpy(sim.state.p)
-    u_err = np.abs(to_numpy(sim.state.u) - u_exact).max()
-    p_err = np.abs((p - p.mean()) - (p_exact - p_exact.mean())).max()
-    return u_err, p_err
 
 
 def test_taylor_green_second_order_in_space():

@@ -1,0 +1,47 @@
+"""``python -m daskflow.validation figures [--data DIR] [--out DIR]``: redraw every figure and print
+every table from the committed reduced data; ``python -m daskflow.validation run CASE [--data DIR]``:
+rerun one case (see :data:`daskflow.validation.CASES`) and rewrite its data files."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from daskflow.validation import CASES
+
+DATA = Path("docs/validation/data")
+FIGURES = Path("docs/validation/figures")
+
+
+def case_module(name: str):
+    return importlib.import_module(f"daskflow.validation.{name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daskflow.validation", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("figures", help="redraw every figure and print every table from the reduced data")
+    f.add_argument("--data", type=Path, default=DATA)
+    f.add_argument("--out", type=Path, default=FIGURES)
+    r = sub.add_parser("run", help="rerun one case and rewrite its reduced data")
+    r.add_argument("case", choices=CASES)
+    r.add_argument("--data", type=Path, default=DATA)
+    r.add_argument("--work", type=Path, default=Path("/tmp/daskflow-validation"),
+                   help="where runs that write Zarr stores put them (finished stores there are reused)")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        case_module(args.case).run(args.data, work_dir=args.work)
+        print(case_module(args.case).table(args.data))
+        return 0
+    for name in CASES:
+        module = case_module(name)
+        for path in module.figures(args.data, args.out):
+            print(f"wrote {path}", file=sys.stderr)
+        print(f"## {name}\n\n{module.table(args.data)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Decaying 2-D Taylor-Green vortex: spatial and temporal order of accuracy.
+
+The vortex ``u = sin x cos z e^{-2 nu t}``, ``w = -cos x sin z e^{-2 nu t}``,
+``p = (cos 2x + cos 2z) / 4 e^{-4 nu t}`` in a periodic ``2 pi x 1 x 2 pi`` box (two cells in y)
+is an exact Navier-Stokes solution, run in process (:class:`daskflow.Simulation`,
+``initial.kind: taylor_green``).
+
+* Space: ``n x 2 x n`` cells, ``n = 16, 32, 64``, ``nu = 0.05``, to t = 0.4 with ``dt = 6.4 / n^2`` (the
+  time error falls with the spatial one); errors are the largest ``|u - u_exact|`` and
+  ``|p - p_exact|`` (both with zero mean).
+* Time: ``24 x 2 x 24`` cells, ``nu = 0.2``, to t = 0.8 with 8 to 64 steps, against a 640-step run
+  on the same grid (so only the time error is measured), for explicit, z-implicit and fully
+  implicit diffusion.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+
+SPACE_SIZES = (16, 32, 64)
+TIME_STEPS = (8, 16, 32, 64)
+REFERENCE_STEPS = 640
+IMPLICIT = ("none", "z", "xyz")
+TIME_N, TIME_END, TIME_NU = 24, 0.8, 0.2
+SPACE_END, SPACE_NU = 0.4, 0.05
+
+
+def simulate(n: int, dt: float, steps: int, nu: float = 0.05, implicit: str = "none"):
+    """A Taylor-Green run on ``n x 2 x n`` cells advanced ``steps`` steps of ``dt``."""
+    from daskflow import Simulation
+
+    cfg = {"grid": {"shape": [n, 2, n], "lengths": [2 * np.pi, 1.0, 2 * np.pi]},
+           "physics": {"nu": nu}, "boundaries": {"preset": "periodic"},
+           "initial": {"kind": "taylor_green", "amplitude": 1.0},
+           "time": {"dt": dt, "implicit_diffusion": implicit}}
+    sim = Simulation(cfg)
+    sim.run(steps=steps)
+    return sim
+
+
+def errors(sim) -> tuple[float, float]:
+    """Largest velocity (``u``) and pressure errors against the exact decaying vortex (the pressure
+    compared up to its mean)."""
+    from daskflow.backend import to_numpy
+
+    t, nu, g = sim.time, sim.config["physics"]["nu"], sim.grid
+    decay = np.exp(-2 * nu * t)
+    xu, zu = g.xf[1:, None, None], g.zc[None, None, :]
+    u_exact = np.sin(xu) * np.cos(zu) * decay
+    xc, zc = g.xc[:, None, None], g.zc[None, None, :]
+    p_exact = (np.cos(2 * xc) + np.cos(2 * zc)) / 4 * decay**2
+    p = to_numpy(sim.state.p)
+    u_err = np.abs(to_numpy(sim.state.u) - u_exact).max()
+    p_err = np.abs((p - p.mean()) - (p_exact - p_exact.mean())).max()
+    return float(u_err), float(p_err)
+
+
+def space_errors(sizes=SPACE_SIZES) -> list[tuple[float, float]]:
+    """``(u error, p error)`` per grid of the spatial study."""
+    out = []
+    for n in sizes:
+        dt = 0.4 / n**2 * 16
+        out.append(errors(simulate(n, dt, int(round(SPACE_END / dt)), SPACE_NU)))
+    return out
+
+
+def time_errors(implicit: str, steps=TIME_STEPS, n: int = TIME_N) -> list[tuple[float, float]]:
+    """``(u error, p error)`` per step count against the ``REFERENCE_STEPS`` run (same grid)."""
+    from daskflow.backend import to_numpy
+
+    ref = simulate(n, TIME_END / REFERENCE_STEPS, REFERENCE_STEPS, TIME_NU, implicit)
+    u_ref, p_ref = to_numpy(ref.state.u), to_numpy(ref.state.p)
+    out = []
+    for count in steps:
+        sim = simulate(n, TIME_END / count, count, TIME_NU, implicit)
+        u, p = to_numpy(sim.state.u), to_numpy(sim.state.p)
+        out.append((float(np.abs(u - u_ref).max()), float(np.abs((p - p.mean()) - (p_ref - p_ref.mean())).max())))
+    return out
+
+
+def observed_orders(errors_: list[float], ratio: float = 2.0) -> list[float]:
+    """``log(e_i / e_{i+1}) / log(ratio)`` for successive refinements."""
+    return [float(np.log(a / b) / np.log(ratio)) for a, b in pairwise(errors_)]
+
+
+def run(data_dir: Path, **_) -> None:
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    space = space_errors()
+    out = {"space": {"n": list(SPACE_SIZES), "u_error": [e[0] for e in space], "p_error": [e[1] for e in space],
+                     "nu": SPACE_NU, "end_time": SPACE_END, "wall_s": time.perf_counter() - start},
+           "time": {"n": TIME_N, "nu": TIME_NU, "end_time": TIME_END, "steps": list(TIME_STEPS),
+                    "reference_steps": REFERENCE_STEPS}}
+    for implicit in IMPLICIT:
+        start = time.perf_counter()
+        errs = time_errors(implicit)
+        out["time"][implicit] = {"u_error": [e[0] for e in errs], "p_error": [e[1] for e in errs],
+                                 "wall_s": time.perf_counter() - start}
+    (data_dir / "taylor_green.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _load(data_dir: Path) -> dict:
+    return json.loads((Path(data_dir) / "taylor_green.json").read_text())
+
+
+def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = _load(data_dir)
+    fig_dir = Path(fig_dir)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
+    n = np.array(d["space"]["n"], dtype=float)
+    a.loglog(n, d["space"]["u_error"], "o-", label="velocity u")
+    a.loglog(n, d["space"]["p_error"], "s-", label="pressure p")
+    a.loglog(n, d["space"]["u_error"][0] * (n / n[0]) ** -2, "k:", label="slope -2")
+    a.set(xlabel="n (cells per side)", ylabel="max error", title="Taylor-Green: spatial convergence")
+    a.set_xticks(SPACE_SIZES, [str(n) for n in SPACE_SIZES])
+    a.minorticks_off()
+    t = d["time"]
+    dt = t["end_time"] / np.array(t["steps"], dtype=float)
+    for implicit, marker in zip(IMPLICIT, "o^s", strict=True):
+        b.loglog(dt, t[implicit]["u_error"], marker + "-", label=f"u, implicit diffusion: {implicit}")
+    b.loglog(dt, t["none"]["u_error"][0] * (dt / dt[0]) ** 3, "k:", label="slope 3")
+    b.loglog(dt, t["z"]["u_error"][0] * (dt / dt[0]) ** 2, "k--", lw=0.8, label="slope 2")
+    b.set(xlabel="dt", ylabel="max error vs 640-step run", title="Taylor-Green: temporal convergence (24² cells)")
+    for ax in (a, b):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = fig_dir / "taylor-green-orders.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return [path]
+
+
+def table(data_dir: Path) -> str:
+    d = _load(data_dir)
+    s = d["space"]
+    uo, po = observed_orders(s["u_error"]), observed_orders(s["p_error"])
+    lines = [f"Space (nu = {s['nu']}, t = {s['end_time']}, dt = 6.4/n²; wall time {s['wall_s']:.0f} s):", "",
+             "| n | max u error | order | max p error | order |", "|---|---|---|---|---|"]
+    for i, n in enumerate(s["n"]):
+        lines.append(f"| {n} | {s['u_error'][i]:.3e} | {uo[i - 1]:.2f} | {s['p_error'][i]:.3e} | {po[i - 1]:.2f} |"
+                     if i else f"| {n} | {s['u_error'][i]:.3e} | | {s['p_error'][i]:.3e} | |")
+    t = d["time"]
+    lines += ["", f"Time ({t['n']}² cells, nu = {t['nu']}, t = {t['end_time']}, against a {t['reference_steps']}-step "
+              "run):", "", "| implicit diffusion | steps | max u error | order | max p error | order | wall time (s) |",
+              "|---|---|---|---|---|---|---|"]
+    for implicit in IMPLICIT:
+        e = t[implicit]
+        uo, po = observed_orders(e["u_error"]), observed_orders(e["p_error"])
+        for i, steps in enumerate(t["steps"]):
+            orders = f"{uo[i - 1]:.2f}" if i else "", f"{po[i - 1]:.2f}" if i else ""
+            wall = f"{e['wall_s']:.0f}" if i == 0 else ""
+            lines.append(f"| {implicit} | {steps} | {e['u_error'][i]:.3e} | {orders[0]} | {e['p_error'][i]:.3e} "
+                         f"| {orders[1]} | {wall} |")
+    return "\n".join(lines)

@@ -10,6 +10,8 @@ the gradient is exactly the Poisson operator of :mod:`daskflow.poisson`.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,34 +82,133 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
 
     ``bc`` is a velocity component's :class:`ComponentBC` (with ``component`` its axis, 0-2) or,
     for the pressure, a tuple of pairs (Neumann: copy; Dirichlet: mirror to zero; homogeneous).
-    Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes.
+    Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes. The
+    result is one Fortran-ordered array filled in place (no intermediate copies).
     """
+    xp = array_module(a)
     pairs, values = bc_of(bc)
+    out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order="F")
+
+    def copy(k0, k1):
+        out[C, C, k0 + 1:k1 + 1] = a[:, :, k0:k1]
+
+    for_slabs(xp, a.shape, copy)
     for axis in range(3):
-        a = pad_axis(a, axis, pairs[axis], values[axis], axis == component)
-    return a
+        # the part of ``out`` padded so far: all of the earlier axes, the interior of the later ones
+        view = out[tuple(slice(None) if ax <= axis else C for ax in range(3))]
+        fill_ghosts(view, axis, pairs[axis], values[axis], axis == component)
+    return out
+
+
+def fill_ghosts(view, axis: int, pair: str, values, face: bool) -> None:
+    """Set the two ghost planes of ``view`` along ``axis`` (its first and last) from its interior,
+    as :func:`pad_axis` would."""
+    n = view.shape[axis] - 2
+    lo, hi = _index(axis, 0), _index(axis, n + 1)
+    if pair == "PP":
+        view[lo], view[hi] = view[_index(axis, n)], view[_index(axis, 1)]
+        return
+    for side, ghost, edge in ((0, lo, _index(axis, 1)), (1, hi, _index(axis, n))):
+        letter, value = pair[side], values[side]
+        if face:
+            view[ghost] = value if (side == 0 and letter == "D") else view[edge]
+        elif letter == "D":
+            view[ghost] = 2 * value - view[edge]
+        else:
+            view[ghost] = view[edge]
+
+
+def _index(axis: int, i: int) -> tuple:
+    sl = [slice(None)] * 3
+    sl[axis] = i
+    return tuple(sl)
 
 
 def _z(arr, xp, dtype):
     return xp.asarray(arr, dtype=dtype)[None, None, :]
 
 
-def divergence(U, V, W, m: Metrics):
-    """Divergence at cell centres from padded face velocities; shape of the interior."""
+def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = None):
+    """Divergence at cell centres from padded face velocities (divided by ``scale``); shape of the
+    interior, Fortran-ordered."""
     xp = array_module(U)
-    dzf = _z(m.dzf[1:-1], xp, U.dtype)
-    return ((U[C, C, C] - U[LO, C, C]) / m.dx + (V[C, C, C] - V[C, LO, C]) / m.dy
-            + (W[C, C, C] - W[C, C, LO]) / dzf)
+    shape = tuple(n - 2 for n in U.shape)
+    out = xp.empty(shape, dtype=U.dtype, order="F")
+
+    rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
+    rz = 1.0 / (m.dzf[1:-1] * scale)
+
+    def slab(k0, k1):
+        z, zc = slice(k0 + 1, k1 + 1), slice(k0, k1)
+        o = out[:, :, zc]
+        xp.subtract(U[C, C, z], U[LO, C, z], out=o)
+        o *= rx
+        t = V[C, C, z] - V[C, LO, z]
+        t *= ry
+        o += t
+        xp.subtract(W[C, C, z], W[C, C, k0:k1], out=t)
+        t *= _z(rz[zc], xp, U.dtype)
+        o += t
+
+    for_slabs(xp, shape, slab, threads)
+    return out
 
 
 def gradient(P, m: Metrics, axis: int):
     """Component ``axis`` of the pressure gradient on that axis's faces (padded ``P``)."""
     xp = array_module(P)
-    if axis == 0:
-        return (P[HI, C, C] - P[C, C, C]) / m.dx
-    if axis == 1:
-        return (P[C, HI, C] - P[C, C, C]) / m.dy
-    return (P[C, C, HI] - P[C, C, C]) / _z(m.dzc[1:], xp, P.dtype)
+    out = xp.empty(tuple(n - 2 for n in P.shape), dtype=P.dtype, order="F")
+    xp.subtract(P[_shift(axis)], P[C, C, C], out=out)
+    out /= m.dx if axis == 0 else m.dy if axis == 1 else _z(m.dzc[1:], xp, P.dtype)
+    return out
+
+
+def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(), out=None,
+           threads: int | None = None):
+    """``f + sum(c * a for c, a in terms) + scale * (body - gradient(P, m, axis))`` in one
+    cache-blocked pass (the gradient term added after the first of ``terms``, ``f`` last; ``f``
+    None: left out); into ``out`` (may be ``f``) or a new Fortran-ordered array."""
+    xp = array_module(P)
+    shape = tuple(n - 2 for n in P.shape)
+    if out is None:
+        out = xp.empty(shape, dtype=P.dtype, order="F")
+    hi = _shift(axis)[:2]
+    spacing = m.dx if axis == 0 else m.dy
+
+    def slab(k0, k1):
+        zc = slice(k0, k1)
+        z = slice(k0 + 1, k1 + 1)
+        o = out[:, :, zc]
+        upper = P[hi + (z,)] if axis < 2 else P[C, C, k0 + 2:k1 + 2]
+        factor = scale / spacing if axis < 2 else _z(scale / m.dzc[z], xp, P.dtype)
+        if body:
+            t = xp.subtract(upper, P[C, C, z])
+            t /= spacing if axis < 2 else _z(m.dzc[z], xp, P.dtype)
+            xp.subtract(body, t, out=t)
+            t *= scale
+        else:  # scale * (0 - gradient), with one multiplication
+            t = xp.subtract(P[C, C, z], upper)
+            t *= factor
+        if terms:
+            (c, a), rest = terms[0], terms[1:]
+            acc = xp.multiply(a[:, :, zc], c)
+            acc += t
+            for c, a in rest:
+                xp.multiply(a[:, :, zc], c, out=t)
+                acc += t
+        else:
+            acc = t
+        if f is not None:
+            xp.add(f[:, :, zc], acc, out=o)
+        else:
+            o[...] = acc
+
+    for_slabs(xp, shape, slab, threads)
+    return out
+
+
+def _shift(axis: int) -> tuple:
+    return tuple(HI if ax == axis else C for ax in range(3))
 
 
 def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2)):
@@ -155,3 +256,172 @@ def advection(U, V, W, m: Metrics):
     ww = avg(W[C, C, C], W[C, C, HI]) ** 2 - avg(W[C, C, LO], W[C, C, C]) ** 2
     aw = -(wu / m.dx + wv / m.dy + ww / dzc)
     return au, av, aw
+
+
+# ---------------------------------------------------------------------------- fused explicit terms
+
+SLAB_POINTS = 1 << 15  # about the points of one z-slab of the blocked NumPy path (fits the L2 cache)
+_POOL: dict[int, ThreadPoolExecutor] = {}
+
+
+def cpu_threads() -> int:
+    """Threads the NumPy path may use inside one process: ``DASKFLOW_THREADS``, else
+    ``OMP_NUM_THREADS``, else 1 (Dask workers and tests stay single-threaded unless told)."""
+    for name in ("DASKFLOW_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+_RETAINED = []
+
+
+def retain_freed_memory() -> None:
+    """Let glibc keep freed field-sized blocks in the heap for reuse (no ``mmap`` per array, no
+    trimming) instead of returning them to the system: every substep allocates and frees
+    temporaries of a few MiB, and fresh pages cost page faults (Dask workers set a low
+    ``MALLOC_TRIM_THRESHOLD_``). The resident peak is unchanged; once per process, Linux only."""
+    if _RETAINED:
+        return
+    _RETAINED.append(True)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: the glibc maximum, 32 MiB
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    if threads not in _POOL:
+        _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="daskflow-ops")
+    return _POOL[threads]
+
+
+def explicit_terms(U, V, W, m: Metrics, nu: float, axes=(0, 1, 2), threads: int | None = None) -> list:
+    """``advection(U, V, W) + nu * laplacian(., axes)`` of all three components (the explicit
+    momentum terms), as three Fortran-ordered interior arrays.
+
+    Same discretisation as :func:`advection` and :func:`laplacian`, written in flux form: each
+    advective flux (a product of two midpoint sums) is computed once on the cell edges or centres
+    and differenced, and the x-y, x-z and y-z products are shared between the two components that
+    use them. NumPy arrays are processed in z-slabs small enough to stay in cache, on ``threads``
+    threads (default :func:`cpu_threads`); other arrays (CuPy) in one piece.
+    """
+    xp = array_module(U)
+    shape = tuple(n - 2 for n in U.shape)
+    out = [xp.empty(shape, dtype=U.dtype, order="F") for _ in range(3)]
+
+    def slab(k0, k1):
+        sl = (slice(None), slice(None), slice(k0, k1 + 2))
+        _explicit_block(U[sl], V[sl], W[sl], _slab_metrics(m, k0, k1), nu, axes, [o[:, :, k0:k1] for o in out])
+
+    for_slabs(xp, shape, slab, threads)
+    return out
+
+
+def _slab_metrics(m: Metrics, k0: int, k1: int) -> Metrics:
+    """The metrics of padded planes ``k0 .. k1 + 1`` (interior planes ``k0 .. k1 - 1``)."""
+    return Metrics(m.dx, m.dy, m.dzf[k0:k1 + 2], m.dzc[k0:k1 + 1])
+
+
+def for_slabs(xp, shape, fn, threads: int | None = None) -> None:
+    """Call ``fn(k0, k1)`` over z-slabs ``[k0, k1)`` of an interior of ``shape`` that cover it:
+    cache-sized slabs spread over ``threads`` threads (default :func:`cpu_threads`) for NumPy,
+    one call over everything for other array modules (CuPy)."""
+    nz = shape[2]
+    if xp is not np:
+        fn(0, nz)
+        return
+    depth = max(1, min(nz, SLAB_POINTS // max(1, shape[0] * shape[1])))
+    bounds = [(k, min(k + depth, nz)) for k in range(0, nz, depth)]
+    threads = cpu_threads() if threads is None else threads
+    if threads > 1 and len(bounds) > 1:
+        for future in [_pool(threads).submit(fn, *b) for b in bounds]:
+            future.result()
+    else:
+        for b in bounds:
+            fn(*b)
+
+
+def _explicit_block(U, V, W, m: Metrics, nu: float, axes, out) -> None:
+    """:func:`explicit_terms` of one padded block into ``out`` (three interior-shaped arrays)."""
+    xp = array_module(U)
+    au, av, aw = out
+    dt = U.dtype
+    q = 0.25  # both midpoint averages of a product: 0.5 * 0.5 (exact)
+    inv_dzf = _z(1.0 / m.dzf[1:-1], xp, dt)  # centres (u, v) and the cells of the w equation
+    inv_dzc = _z(1.0 / m.dzc[1:], xp, dt)  # w faces
+    A, E = slice(None, -1), slice(1, None)  # lower / upper neighbour in a flux array of n + 1 points
+
+    # diagonal fluxes: (sum of the two neighbours)**2 at the centres between faces along the axis
+    t = U[:-1, C, C] + U[1:, C, C]
+    xp.multiply(t, t, out=t)
+    xp.subtract(t[A], t[E], out=au)
+    au *= q / m.dx
+    t = V[C, :-1, C] + V[C, 1:, C]
+    xp.multiply(t, t, out=t)
+    xp.subtract(t[:, A], t[:, E], out=av)
+    av *= q / m.dy
+    t = W[C, C, :-1] + W[C, C, 1:]
+    xp.multiply(t, t, out=t)
+    xp.subtract(t[:, :, A], t[:, :, E], out=aw)
+    aw *= q * inv_dzc
+
+    # x-y edges: (U_j + U_j+1)(V_i + V_i+1), for u (d/dy) and v (d/dx)
+    f = U[:-1, :-1, C] + U[:-1, 1:, C]
+    f *= V[:-1, :-1, C] + V[1:, :-1, C]
+    f *= q / m.dy
+    au += f[E, A]
+    au -= f[E, E]
+    g = f[A, E] - f[E, E]
+    g *= m.dy / m.dx
+    av += g
+    # x-z edges: (U_k + U_k+1)(W_i + W_i+1), for u (d/dz) and w (d/dx)
+    f = U[:-1, C, :-1] + U[:-1, C, 1:]
+    f *= W[:-1, C, :-1] + W[1:, C, :-1]
+    f *= q / m.dx
+    aw += f[A, :, E]
+    aw -= f[E, :, E]
+    g = f[E, :, A] - f[E, :, E]
+    g *= m.dx * inv_dzf
+    au += g
+    # y-z edges: (V_k + V_k+1)(W_j + W_j+1), for v (d/dz) and w (d/dy)
+    f = V[C, :-1, :-1] + V[C, :-1, 1:]
+    f *= W[C, :-1, :-1] + W[C, 1:, :-1]
+    f *= q / m.dy
+    aw += f[:, A, E]
+    aw -= f[:, E, E]
+    g = f[:, E, A] - f[:, E, E]
+    g *= m.dy * inv_dzf
+    av += g
+
+    if not axes:
+        return
+    # diffusion: nu times second differences as differences of first differences
+    for c, (F, a) in enumerate(((U, au), (V, av), (W, aw))):
+        F = F  # noqa: PLW2901
+        if 0 in axes:
+            d = F[1:, C, C] - F[:-1, C, C]
+            d *= nu / m.dx**2
+            a += d[E]
+            a -= d[A]
+        if 1 in axes:
+            d = F[C, 1:, C] - F[C, :-1, C]
+            d *= nu / m.dy**2
+            a += d[:, E]
+            a -= d[:, A]
+        if 2 in axes:
+            d = F[C, C, 1:] - F[C, C, :-1]
+            if c == 2:  # faces: differences over cells, divided by the face's control width
+                d *= _z(nu / m.dzf[1:], xp, dt)
+                d = d[:, :, E] - d[:, :, A]
+                d *= inv_dzc
+            else:  # centres: differences over centre distances, divided by the cell width
+                d *= _z(nu / m.dzc, xp, dt)
+                d = d[:, :, E] - d[:, :, A]
+                d *= inv_dzf
+            a += d

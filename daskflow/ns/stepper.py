@@ -57,6 +57,7 @@ class Stepper:
         self.grid, self.bcs = domain.grid, domain.bcs
         self.nu, self.forcing, self.implicit = nu, forcing, implicit
         self.tableau = WRAY
+        ops.retain_freed_memory()
 
     @property
     def metrics(self) -> ops.Metrics:
@@ -88,11 +89,7 @@ class Stepper:
             from daskflow.ns.kernels import explicit_terms
 
             return explicit_terms(*padded, self.metrics, self.nu, axes)
-        advect = ops.advection(*padded, self.metrics)
-        if not axes:
-            return list(advect)
-        return [a + self.nu * ops.laplacian(f, self.metrics, i, axes)
-                for i, (a, f) in enumerate(zip(advect, padded, strict=True))]
+        return ops.explicit_terms(*padded, self.metrics, self.nu, axes)
 
     def step(self, state: State, dt: float) -> State:
         for s in range(3):
@@ -111,6 +108,7 @@ class Stepper:
     def substep(self, state: State, s: int, dt: float) -> None:
         a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
         m, domain = self.metrics, self.domain
+        xp = array_module(state.u)
         fields = [state.u, state.v, state.w]
         padded = domain.pad_velocity(fields)
         rhs = self.explicit_terms(padded)
@@ -120,26 +118,31 @@ class Stepper:
         body = [self.forcing["value"][i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
         stars = []
         for i, f in enumerate(fields):
-            increment = dt * a * rhs[i] + g * dt * (body[i] - ops.gradient(P, m, i))
-            if b:
-                increment = increment + dt * b * state.history[i]
+            # u* = u + (dt a rhs + g dt (body - grad p) [+ dt b rhs_prev] [+ implicit part])
+            terms = ((dt * a, rhs[i]),) + (((dt * b, state.history[i]),) if b else ())
             if implicit_axes:
-                increment = increment + g * dt * self.nu * ops.laplacian(padded[i], m, i, implicit_axes)
+                increment = ops.update(None, P, m, i, g * dt, body[i], terms)
+                increment += g * dt * self.nu * ops.laplacian(padded[i], m, i, implicit_axes)
                 increment = self._implicit(increment, i, g * dt * self.nu / 2)
-            stars.append(domain.keep_walls(f + increment, i))
+                star = xp.add(f, increment, out=increment)
+            else:
+                star = ops.update(f, P, m, i, g * dt, body[i], terms)
+            stars.append(domain.keep_walls(star, i))
         state.history = rhs
+        del padded, P
         padded_stars = domain.pad_velocity(stars)
-        phi = domain.solve_pressure(ops.divergence(*padded_stars, m) / (g * dt))
+        phi = domain.solve_pressure(ops.divergence(*padded_stars, m, g * dt))
+        del padded_stars
         Phi = domain.pad(phi, self.bcs.p)
         for i in range(3):
-            stars[i] = domain.keep_walls(stars[i] - g * dt * ops.gradient(Phi, m, i), i)
+            stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, g * dt, out=stars[i]), i)
         state.u, state.v, state.w = stars
-        state.p = state.p + phi
         if implicit_axes:
-            state.p = state.p - g * dt * self.nu / 2 * ops.laplacian(Phi, m, 3, implicit_axes)
+            phi = phi - g * dt * self.nu / 2 * ops.laplacian(Phi, m, 3, implicit_axes)
+        state.p = xp.add(state.p, phi, out=phi) if phi.flags.writeable else state.p + phi
         if self.forcing["kind"] == "flow_rate":
             correction = self.forcing["value"][0] - self.bulk_velocity(state.u)
-            state.u = state.u + correction
+            state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / (g * dt)
 
     def bulk_velocity(self, u) -> float:

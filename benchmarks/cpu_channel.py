@@ -1,0 +1,243 @@
+"""CPU path of issue 7: a 128 x 64 x 64 turbulent channel step (explicit diffusion, float64) against
+the seed's Fortran code on the same kind of machine (36 ms per step with 2 MPI ranks, 69 ms with 1;
+about 120 bytes per point). Prints ONE JSON document.
+
+    python benchmarks/cpu_channel.py [--steps 5] [--segments 5] [--output docs/results/cpu_channel_NAME.json]
+
+Modes, each in its own child process (thread counts are fixed before NumPy is imported):
+
+* ``inprocess-1t``: ``Simulation(config)`` in this process, every library limited to 1 thread;
+* ``inprocess-2t``: the same with 2 threads (OpenBLAS/OpenMP and the FFT ``workers``);
+* ``cluster-2x1`` and ``cluster-1x2``: a ``distributed.LocalCluster`` of 2 single-thread process
+  workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker.
+
+Time per step is the median over ``--segments`` runs of ``--steps`` steps after a warm-up run (on a
+cluster every run is one fused task per worker, so the per-run submission cost is included, spread
+over ``--steps`` steps). Memory per point: in process, the tracemalloc peak of the allocations made
+during one step (NumPy reports its buffers to tracemalloc) plus the resident fields, and the RSS
+high-water mark minus the RSS after the imports; on a cluster, the workers' RSS high-water marks
+minus their RSS before the simulation was created, summed over the workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+SHAPE = (128, 64, 64)
+FORTRAN = {"ms_per_step": {"1": 69.0, "2": 36.0}, "bytes_per_point": 120.0,
+           "source": "issue 7: the seed's Fortran code on the same machine (1 and 2 MPI ranks)"}
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DASKFLOW_THREADS")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isdir(os.path.join(REPO, "daskflow")):  # measure this checkout, not an installed copy
+    sys.path.insert(0, REPO)
+
+
+def config(pencils=(1, 1)) -> dict:
+    return {
+        "grid": {"shape": list(SHAPE), "lengths": [6.0, 3.0, 2.0], "z_stretch": 2.0, "z_cluster": "both"},
+        "physics": {"nu": 1 / 2800, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
+        "boundaries": {"preset": "channel"},
+        "initial": {"kind": "turbulent_channel", "amplitude": 0.2, "seed": 0},
+        "time": {"cfl": 0.9, "dt_max": 0.01, "implicit_diffusion": "none"},
+        "solver": {"poisson": "ptdma", "pencils": list(pencils), "dtype": "float64", "device": "cpu"},
+    }
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+
+
+def _segments(run, steps: int, segments: int, cpu_clock) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds per step of ``segments`` runs of ``steps`` steps."""
+    import time
+
+    wall, cpu = [], []
+    for _ in range(segments):
+        start, start_cpu = time.perf_counter(), cpu_clock()
+        run(steps)
+        wall.append((time.perf_counter() - start) / steps)
+        cpu.append(max(end - begin for end, begin in zip(cpu_clock(), start_cpu, strict=True)) / steps)
+    return wall, cpu
+
+
+def _summary(times: tuple[list[float], list[float]], points: int) -> dict:
+    import statistics
+
+    wall, cpu = times
+    median = statistics.median(wall)
+    return {"ms_per_step": 1e3 * median, "ns_per_point_per_step": median / points * 1e9,
+            "ms_per_step_segments": [round(1e3 * t, 3) for t in wall],
+            "cpu_ms_per_step": 1e3 * statistics.median(cpu),
+            "note_cpu": "CPU seconds of the process (cluster: the busiest worker) per step; less sensitive than "
+                        "wall time to other load on the machine"}
+
+
+def in_process(args) -> dict:
+    import tracemalloc
+
+    import numpy as np
+
+    import daskflow
+    from daskflow import Simulation
+
+    baseline = _rss()
+    sim = Simulation(config())
+    points = int(np.prod(SHAPE))
+    sim.run(steps=max(2, args.steps // 2))  # warm-up: FFT plans, caches
+    out = _summary(_segments(lambda n: sim.run(steps=n), args.steps, args.segments, _cpu_seconds), points)
+    st = sim.state
+    resident = sum(a.nbytes for a in (st.u, st.v, st.w, st.p))
+    tracemalloc.start()
+    sim.run(steps=1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    out.update({
+        "bytes_per_point_tracemalloc": (peak + resident) / points,
+        "bytes_per_point_step_temporaries": peak / points,
+        "bytes_per_point_resident_fields": resident / points,
+        "bytes_per_point_rss": (_peak_rss() - baseline) / points,
+        "rss_baseline_mb": baseline / 2**20,
+        "divergence_max": sim.divergence_max(),
+        "versions": {"numpy": np.__version__, "daskflow": daskflow.__version__},
+    })
+    return out
+
+
+def _cpu_seconds() -> list[float]:
+    import time
+
+    return [time.process_time()]
+
+
+def _worker_memory():
+    return _rss(), _peak_rss()
+
+
+def on_cluster(args) -> dict:
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    from daskflow import Simulation
+
+    points = int(np.prod(SHAPE))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2)
+        before = client.run(_worker_memory)
+        sim = Simulation(config(args.pencils), client=client)
+        sim.run(steps=max(2, args.steps // 2))
+        workers = lambda: [v[0] for _, v in sorted(client.run(_cpu_seconds).items())]  # noqa: E731
+        out = _summary(_segments(lambda n: sim.run(steps=n), args.steps, args.segments, workers), points)
+        after = client.run(_worker_memory)
+        grown = sum(after[w][1] - before[w][0] for w in after)
+        out.update({
+            "pencils": list(args.pencils),
+            "bytes_per_point_rss": grown / points,
+            "worker_rss_baseline_mb": {w: v[0] / 2**20 for w, v in before.items()},
+            "worker_rss_peak_mb": {w: v[1] / 2**20 for w, v in after.items()},
+            "divergence_max": sim.divergence_max(),
+        })
+    return out
+
+
+def _child(mode: str, threads: int, args) -> dict:
+    env = dict(os.environ)
+    env.update({name: str(threads) for name in THREAD_VARIABLES})
+    env["PYTHONPATH"] = os.pathsep.join([REPO, *filter(None, [env.get("PYTHONPATH")])])
+    cmd = [sys.executable, __file__, "--child", mode, "--steps", str(args.steps), "--segments", str(args.segments)]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return {"error": result.stderr[-2000:]}
+    return json.loads(result.stdout)
+
+
+def _cpu_model() -> str:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def short_cpu_name(model: str) -> str:
+    words = model.replace("(R)", "").replace("(TM)", "").replace("CPU", "").replace("Processor", "").split()
+    words = [w.strip("@").lower() for w in words if w.strip("@") and not w.endswith("GHz")]
+    return "-".join(words) or "cpu"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=5, help="steps per timed segment")
+    parser.add_argument("--segments", type=int, default=5, help="timed segments (the median is reported)")
+    parser.add_argument("--output", help="also write the JSON document to this path")
+    parser.add_argument("--modes", nargs="*", default=["inprocess-1t", "inprocess-2t", "cluster-2x1", "cluster-1x2"])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        if args.child.startswith("cluster"):
+            args.pencils = (2, 1) if args.child == "cluster-2x1" else (1, 2)
+            out = on_cluster(args)
+        else:
+            out = in_process(args)
+        print(json.dumps(out))
+        return
+
+    import dask
+    import distributed
+    import numpy as np
+    import scipy
+
+    import daskflow
+
+    threads = {"inprocess-1t": 1, "inprocess-2t": 2, "cluster-2x1": 1, "cluster-1x2": 1}
+    fortran_ranks = {"inprocess-1t": "1", "inprocess-2t": "2", "cluster-2x1": "2", "cluster-1x2": "2"}
+    results = {}
+    load_before = os.getloadavg()
+    for mode in args.modes:
+        r = _child(mode, threads[mode], args)
+        if "ms_per_step" in r:
+            ref = FORTRAN["ms_per_step"][fortran_ranks[mode]]
+            r["fortran_ms_per_step"] = ref
+            r["ratio_to_fortran"] = r["ms_per_step"] / ref
+            r["within_2x_time"] = r["ratio_to_fortran"] <= 2.0
+            mem = r.get("bytes_per_point_tracemalloc", r.get("bytes_per_point_rss"))
+            r["memory_ratio_to_fortran"] = mem / FORTRAN["bytes_per_point"]
+            r["within_2x_memory"] = r["memory_ratio_to_fortran"] <= 2.0
+        results[mode] = r
+    model = _cpu_model()
+    doc = {
+        "benchmark": "cpu_channel",
+        "device": model, "cpu_short_name": short_cpu_name(model), "cores": os.cpu_count(),
+        "load_average_before_after": [round(v, 2) for v in load_before + os.getloadavg()],
+        "threads_per_mode": {m: threads[m] for m in args.modes},
+        "shape": list(SHAPE), "points": int(np.prod(SHAPE)), "config": config(),
+        "steps_per_segment": args.steps, "segments": args.segments,
+        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "dask": dask.__version__,
+                     "distributed": distributed.__version__, "daskflow": daskflow.__version__,
+                     "python": platform.python_version()},
+        "fortran_reference": FORTRAN,
+        "targets": {"ms_per_step_2_cores": 72.0, "ms_per_step_1_core": 138.0, "bytes_per_point": 240.0},
+        "results": results,
+        "command": "python benchmarks/cpu_channel.py " + " ".join(sys.argv[1:]),
+    }
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

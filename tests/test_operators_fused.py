@@ -1,0 +1,76 @@
+"""The cache-blocked NumPy operators (explicit terms, divergence, update, pad) against the plain
+array expressions they replace, on one slab and many, with one thread and two."""
+
+import numpy as np
+import pytest
+
+from daskflow.grid import Grid
+from daskflow.ns import boundaries as nsb
+from daskflow.ns import operators as ops
+
+
+@pytest.fixture
+def setup():
+    rng = np.random.default_rng(3)
+    grid = Grid((12, 10, 9), (2.0, 1.5, 2.0), 1.7, "both")
+    m = ops.Metrics.of(grid, False)
+    padded = [np.asfortranarray(rng.standard_normal((14, 12, 11))) for _ in range(3)]
+    return rng, m, padded
+
+
+@pytest.fixture(params=[(1 << 20, 1), (150, 1), (150, 2)], ids=["one-slab", "slabs", "slabs-2-threads"])
+def blocking(request, monkeypatch):
+    points, threads = request.param
+    monkeypatch.setattr(ops, "SLAB_POINTS", points)
+    return threads
+
+
+@pytest.mark.parametrize("axes", [(0, 1, 2), (0, 1), ()])
+def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, axes):
+    _, m, padded = setup
+    nu = 0.03
+    advect = ops.advection(*padded, m)
+    got = ops.explicit_terms(*padded, m, nu, axes, threads=blocking)
+    for i, (a, f, g) in enumerate(zip(advect, padded, got, strict=True)):
+        expected = a + nu * ops.laplacian(f, m, i, axes) if axes else a
+        assert g.flags.f_contiguous
+        np.testing.assert_allclose(g, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+
+
+def test_divergence_and_update(setup, blocking):
+    rng, m, padded = setup
+    U, V, W = padded
+    dzf = m.dzf[1:-1][None, None, :]
+    C, LO = ops.C, ops.LO
+    expected = ((U[C, C, C] - U[LO, C, C]) / m.dx + (V[C, C, C] - V[C, LO, C]) / m.dy
+                + (W[C, C, C] - W[C, C, LO]) / dzf) / 0.7
+    got = ops.divergence(U, V, W, m, 0.7, threads=blocking)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+    P = padded[0]
+    f, r, h = (np.asfortranarray(rng.standard_normal((12, 10, 9))) for _ in range(3))
+    for axis in range(3):
+        for body in (0.0, 0.4):
+            expected = f + (0.3 * r + 0.2 * (body - ops.gradient(P, m, axis)) + -0.1 * h)
+            got = ops.update(f, P, m, axis, 0.2, body, ((0.3, r), (-0.1, h)), threads=blocking)
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+            increment = ops.update(None, P, m, axis, 0.2, body, ((0.3, r),), threads=blocking)
+            np.testing.assert_allclose(increment, 0.3 * r + 0.2 * (body - ops.gradient(P, m, axis)), rtol=0,
+                                       atol=1e-13)
+
+
+@pytest.mark.parametrize("preset", ["channel", "cavity", "couette", "periodic"])
+def test_pad_equals_concatenated_ghost_planes(preset, blocking):
+    bcs = nsb.build({"preset": preset})
+    a = np.asfortranarray(np.random.default_rng(1).standard_normal((6, 5, 7)))
+    for component in range(3):
+        bc = bcs.components[component]
+        expected = a
+        for axis in range(3):
+            expected = ops.pad_axis(expected, axis, bc.pairs[axis], bc.values[axis], axis == component)
+        got = ops.pad(a, bc, component)
+        assert got.flags.f_contiguous
+        np.testing.assert_array_equal(got, expected)
+    expected = a
+    for axis in range(3):
+        expected = ops.pad_axis(expected, axis, bcs.p[axis], (0.0, 0.0), False)
+    np.testing.assert_array_equal(ops.pad(a, bcs.p), expected)

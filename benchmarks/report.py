@@ -378,8 +378,8 @@ source, so only the numbers its text states can be compared.
   81.7 % on Leonardo. The reduced-system gather and scatter: {share:.2f} %; paper: 0.2 %.
 - As coded, the z-solve all-gather sends every chunk's boundary rows to all pz chunks of its column
   group: at (8, 128) that is {1e3 * by[(8, 128), 'ptdma']['step']['zsolve_s']:.0f} ms of z-solves per step
-  against {1e3 * by[(8, 128), 'ptdma']['step_sliced']['zsolve_s']:.0f} ms gathered into slices. The paper (§3.2.1, appendix B)
-  measures its own (8 × 128) z-solves 55 % slower with x→y→z transposes than with a direct x→z
+  against {1e3 * by[(8, 128), 'ptdma']['step_sliced']['zsolve_s']:.0f} ms gathered into slices. The paper
+  (§3.2.1, appendix B) measures its own (8 × 128) z-solves 55 % slower with x→y→z transposes than with a direct x→z
   transpose (18 % of the step on LUMI).
 
 Weak scaling, 3456 × 3072 × 30 points per GPU (paper §3.1, Fig. weak scalability: P-TDMA on (1, n),

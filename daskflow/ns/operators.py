@@ -274,27 +274,6 @@ def cpu_threads() -> int:
     return 1
 
 
-_RETAINED = []
-
-
-def retain_freed_memory() -> None:
-    """Let glibc keep freed field-sized blocks in the heap for reuse (no ``mmap`` per array, no
-    trimming) instead of returning them to the system: every substep allocates and frees
-    temporaries of a few MiB, and fresh pages cost page faults (Dask workers set a low
-    ``MALLOC_TRIM_THRESHOLD_``). The resident peak is unchanged; once per process, Linux only."""
-    if _RETAINED:
-        return
-    _RETAINED.append(True)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: the glibc maximum, 32 MiB
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
 def _pool(threads: int) -> ThreadPoolExecutor:
     if threads not in _POOL:
         _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="daskflow-ops")

@@ -57,7 +57,6 @@ class Stepper:
         self.grid, self.bcs = domain.grid, domain.bcs
         self.nu, self.forcing, self.implicit = nu, forcing, implicit
         self.tableau = WRAY
-        ops.retain_freed_memory()
 
     @property
     def metrics(self) -> ops.Metrics:
@@ -139,7 +138,7 @@ class Stepper:
         state.u, state.v, state.w = stars
         if implicit_axes:
             phi = phi - g * dt * self.nu / 2 * ops.laplacian(Phi, m, 3, implicit_axes)
-        state.p = xp.add(state.p, phi, out=phi) if phi.flags.writeable else state.p + phi
+        state.p = state.p + phi
         if self.forcing["kind"] == "flow_rate":
             correction = self.forcing["value"][0] - self.bulk_velocity(state.u)
             state.u += correction  # a new array of this substep: nobody else holds it

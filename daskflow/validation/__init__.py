@@ -12,4 +12,4 @@ Each case module (named in :data:`CASES`) has the same interface:
 committed data (``docs/validation/data``); ``python -m daskflow.validation run CASE`` reruns a case.
 """
 
-CASES = ("laminar", "taylor_green", "cavity")
+CASES = ("laminar", "taylor_green", "cavity", "channel")

@@ -1,0 +1,240 @@
+"""Turbulent channel at Re_tau ~ 180 (``examples/channel180.yaml``) against the laws of the wall,
+Dean's skin-friction correlation and the exact mean stress balance.
+
+The run is the real command line on a GPU host, continued across commands through checkpoints
+(``daskflow run examples/channel180.yaml`` then ``--restart``). The reduction reads only the run's
+``scalars`` and ``profiles`` groups (and one wall-parallel slice when the store has slices):
+
+* Re_tau and the two wall shear stresses versus time (the transient, then the statistically steady
+  state);
+* time- and plane-averaged profiles in wall units over the averaging window (from ``t_start`` to
+  the end) and over its two halves (statistical convergence), via :func:`daskflow.analysis.wall_units`:
+  ``U+``, rms velocities, Reynolds shear stress, and the total stress ``-<u'w'>+ + dU+/dy+``, which
+  must equal ``1 - y/h`` in a statistically steady channel;
+* bulk numbers (:func:`daskflow.analysis.bulk_quantities`): Re_tau, Cf against Dean's correlation
+  ``Cf = 0.073 Re_b^(-1/4)``, ``U_c / U_b``.
+
+References quoted in the tables: Dean (1978), J. Fluids Eng. 100, 215 (Cf correlation); Moser, Kim &
+Mansour (1999), Phys. Fluids 11, 943 (Re_tau = 178.12 at Re_b = 5600 on the channel height).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from daskflow.validation.cavity import _read_csv, _write_csv
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "channel180.yaml"
+T_START = 100.0  # end of the transient in h/U_b (Re_tau within 1% of its final mean from here on)
+MKM_RE_TAU = 178.12  # Moser, Kim & Mansour (1999) at Re_b = 5600
+PROFILE_COLUMNS = ("yplus", "y_over_h", "U_plus", "u_rms_plus", "v_rms_plus", "w_rms_plus",
+                   "reynolds_stress_plus", "dUdy_plus", "total_stress_plus", "total_stress_linear")
+AWAY_FROM_WALL = 30.0  # y+ beyond which the stress balance is checked ("away from the wall")
+
+
+# ------------------------------------------------------------------------------------------------
+# Reduction
+# ------------------------------------------------------------------------------------------------
+
+
+def windows(t_end: float, t_start: float = T_START) -> dict[str, tuple[float, float]]:
+    """The averaging window and its two halves."""
+    middle = 0.5 * (t_start + t_end)
+    return {"full": (t_start, t_end), "first_half": (t_start, middle), "second_half": (middle, t_end)}
+
+
+def balance_error(wu, away: float = AWAY_FROM_WALL) -> float:
+    """Largest ``|total stress - (1 - y/h)|`` (wall units, i.e. relative to the wall stress) at
+    ``y+ > away`` (NaN when no point is that far from the wall)."""
+    error = np.abs(wu.total_stress_plus.values - wu.total_stress_linear.values)[np.asarray(wu.yplus.values) > away]
+    return float(error.max()) if error.size else float("nan")
+
+
+def reduce_store(store: str | Path, data_dir: Path, t_start: float = T_START, run_info: dict | None = None) -> dict:
+    """Reduce a channel run's store into ``data_dir``: ``channel180-scalars.csv`` (time series),
+    ``channel180-profiles-{full,first_half,second_half}.csv`` (wall units), ``channel180-slice.npz``
+    (the last near-wall streamwise velocity plane, float16) and ``channel180.json`` (numbers)."""
+    from daskflow import analysis
+
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    run = analysis.open_run(store)
+    scalars, profiles = run["scalars"], run["profiles"]
+    t = scalars.time.values
+    _write_csv(data_dir / "channel180-scalars.csv", ["time", "re_tau", "tau_wall_bottom", "tau_wall_top",
+                                                     "kinetic_energy", "bulk_velocity", "dt"],
+               [t] + [scalars[name].values for name in ("re_tau", "tau_wall_bottom", "tau_wall_top",
+                                                        "kinetic_energy", "bulk_velocity", "dt")])
+    t_end = float(profiles.time.values[-1])
+    summary = {"t_start": t_start, "t_end": t_end, "steps": int(scalars.step.values[-1]),
+               "grid": run["profiles"].attrs.get("run", {}).get("config", {}).get("grid"), "windows": {}}
+    for name, window in windows(t_end, t_start).items():
+        wu = analysis.wall_units(profiles, window=window)
+        bulk = analysis.bulk_quantities(profiles, window=window)
+        _write_csv(data_dir / f"channel180-profiles-{name}.csv", list(PROFILE_COLUMNS),
+                   [wu.coords[c].values if c in wu.coords else wu[c].values for c in PROFILE_COLUMNS])
+        u_rms = wu.u_rms_plus.values
+        peak = int(np.argmax(u_rms))
+        summary["windows"][name] = {
+            "window": list(window), "samples": int(wu.n_samples), "re_tau": bulk["Re_tau"], "cf": bulk["Cf"],
+            "cf_dean": bulk["Cf_dean"], "re_b": bulk["Re_b"], "u_c_over_u_b": bulk["U_c_over_U_b"],
+            "u_c_plus": bulk["U_c"] / bulk["u_tau"], "u_b_plus": bulk["U_b"] / bulk["u_tau"],
+            "u_rms_peak_plus": float(u_rms[peak]), "u_rms_peak_yplus": float(wu.yplus.values[peak]),
+            "balance_error_away": balance_error(wu), "balance_error_all": balance_error(wu, 0.0)}
+    if "slices/z" in run:
+        plane = run["slices/z"].isel(time=-1, z=0)
+        np.savez_compressed(data_dir / "channel180-slice.npz", u=plane.u.values.astype(np.float16),
+                            z=float(plane.z), time=float(plane.time))
+    if run_info:
+        summary["run"] = run_info
+    (data_dir / "channel180.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return summary
+
+
+def run(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), seconds: float | None = None,
+        t_start: float = T_START, **_) -> None:
+    """Advance ``examples/channel180.yaml`` (a GPU host; starting, or continuing the store in
+    ``work_dir`` from its last checkpoint), optionally stopping cleanly after ``seconds`` (SIGTERM,
+    which checkpoints), then reduce the store into ``data_dir``."""
+    from daskflow.io import store as stores
+
+    store = Path(work_dir) / "channel180.zarr"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "daskflow", "run", str(EXAMPLE), "--output", str(store), "--report-every", "200"]
+    if stores.exists(str(store)):
+        command.append("--restart")
+    start = time.perf_counter()
+    process = subprocess.Popen(command)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.terminate()  # SIGTERM: the run finishes its segment and writes a checkpoint
+        process.wait()
+    if process.returncode not in (0, -15):
+        raise RuntimeError(f"{' '.join(command)} failed with exit code {process.returncode}")
+    reduce_store(store, Path(data_dir), t_start, {"wall_s": time.perf_counter() - start})
+
+
+# ------------------------------------------------------------------------------------------------
+# Figures and table
+# ------------------------------------------------------------------------------------------------
+
+
+def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from daskflow.analysis import KAPPA, LOG_LAW_B
+
+    data_dir, fig_dir = Path(data_dir), Path(fig_dir)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    summary = json.loads((data_dir / "channel180.json").read_text())
+    s = _read_csv(data_dir / "channel180-scalars.csv")
+    profiles = {name: _read_csv(data_dir / f"channel180-profiles-{name}.csv") for name in summary["windows"]}
+    t0, t1 = summary["windows"]["full"]["window"]
+    paths = []
+
+    fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True, layout="constrained")
+    axes[0].plot(s["time"], s["re_tau"], lw=0.8, color="k")
+    axes[0].axhline(MKM_RE_TAU, color="tab:red", ls="--", lw=0.8, label=f"Moser, Kim & Mansour: {MKM_RE_TAU}")
+    axes[0].set_ylabel(r"$Re_\tau$")
+    axes[0].legend(loc="lower right")
+    axes[1].plot(s["time"], s["tau_wall_bottom"], lw=0.6, label="bottom wall")
+    axes[1].plot(s["time"], s["tau_wall_top"], lw=0.6, label="top wall")
+    axes[1].set_ylabel(r"$\tau_w$ (kinematic, $U_b^2$)")
+    axes[1].set_xlabel(r"$t\,U_b/h$")
+    axes[1].legend(loc="lower right")
+    for ax in axes:
+        ax.axvspan(t0, t1, color="0.9", zorder=0)
+    axes[0].set_title("Transient and statistically steady state (grey: averaging window)")
+    paths.append(_save(fig, fig_dir / "channel180-history.png"))
+
+    full = profiles["full"]
+    fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+    yp = full["yplus"]
+    ax.semilogx(yp, full["U_plus"], "k-", label="daskflow")
+    ax.semilogx(yp[yp < 12], yp[yp < 12], "b--", lw=0.8, label=r"$U^+ = y^+$")
+    ax.semilogx(yp[yp > 10], np.log(yp[yp > 10]) / KAPPA + LOG_LAW_B, "r--", lw=0.8,
+                label=rf"$U^+ = \ln(y^+)/{KAPPA} + {LOG_LAW_B}$")
+    ax.set_xlabel(r"$y^+$")
+    ax.set_ylabel(r"$U^+$")
+    ax.legend()
+    ax.set_title(rf"Mean velocity, $Re_\tau$ = {summary['windows']['full']['re_tau']:.1f}")
+    paths.append(_save(fig, fig_dir / "channel180-mean.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+    for name, label in (("u_rms_plus", r"$u'^+$"), ("v_rms_plus", r"$v'^+$ (spanwise)"),
+                        ("w_rms_plus", r"$w'^+$ (wall-normal)"), ("reynolds_stress_plus", r"$-\langle u'w'\rangle^+$")):
+        line, = ax.plot(profiles["first_half"]["yplus"], profiles["first_half"][name], "--", lw=0.8)
+        ax.plot(full["yplus"], full[name], color=line.get_color(), label=label)
+    ax.set_xlim(0, float(yp.max()))
+    ax.set_xlabel(r"$y^+$")
+    ax.set_title("Fluctuations (solid: whole window, dashed: first half)")
+    ax.legend()
+    paths.append(_save(fig, fig_dir / "channel180-rms.png"))
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+    ax = axes[0]
+    ax.plot(full["y_over_h"], full["reynolds_stress_plus"], label=r"$-\langle u'w'\rangle^+$")
+    ax.plot(full["y_over_h"], full["dUdy_plus"], label=r"$dU^+/dy^+$")
+    ax.plot(full["y_over_h"], full["total_stress_plus"], "k", label="total")
+    ax.plot(full["y_over_h"], full["total_stress_linear"], "r--", lw=0.8, label=r"$1 - y/h$")
+    ax.set_xlabel(r"$y/h$")
+    ax.set_title("Mean stress balance")
+    ax.legend()
+    ax = axes[1]
+    for name, style in (("first_half", "--"), ("second_half", ":"), ("full", "-")):
+        p = profiles[name]
+        ax.plot(p["y_over_h"], 100 * (p["total_stress_plus"] - p["total_stress_linear"]), style, label=name)
+    ax.axhspan(-2, 2, color="0.92", zorder=0)
+    ax.set_xlabel(r"$y/h$")
+    ax.set_ylabel(r"total $-$ $(1 - y/h)$, % of $\tau_w$")
+    ax.set_ylim(-2.5, 2.5)
+    ax.set_title("Balance error (grey: the 2% band)")
+    ax.legend()
+    paths.append(_save(fig, fig_dir / "channel180-stress-balance.png"))
+
+    slice_path = data_dir / "channel180-slice.npz"
+    if slice_path.exists():
+        plane = np.load(slice_path)
+        u = plane["u"].astype(np.float64)
+        lx, ly = summary["grid"]["lengths"][:2] if summary.get("grid") else (u.shape[0], u.shape[1])
+        fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
+        image = ax.imshow((u - u.mean()).T, origin="lower", extent=(0, lx, 0, ly), cmap="RdBu_r", aspect="equal")
+        fig.colorbar(image, ax=ax, shrink=0.8, label=r"$u - \overline{u}$ ($U_b$)")
+        ax.set_xlabel("x / h")
+        ax.set_ylabel("y / h (spanwise)")
+        ax.set_title(f"Near-wall streaks: streamwise velocity at z = {float(plane['z']):.3f} h, "
+                     f"t = {float(plane['time']):.0f} h/U_b")
+        paths.append(_save(fig, fig_dir / "channel180-streaks.png", dpi=60))
+    return paths
+
+
+def _save(fig, path: Path, dpi: int = 90) -> Path:
+    fig.savefig(path, dpi=dpi)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def table(data_dir: Path) -> str:
+    summary = json.loads((Path(data_dir) / "channel180.json").read_text())
+    rows = ["| window (t U_b/h) | samples | Re_tau | Cf | Cf Dean | U_c/U_b | U_c+ | peak u'+ (y+) "
+            "| max balance error, y+ > 30 | max balance error, all y |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, w in summary["windows"].items():
+        rows.append(f"| {name}: {w['window'][0]:.0f}-{w['window'][1]:.0f} | {w['samples']} | {w['re_tau']:.2f} | "
+                    f"{w['cf']:.5f} | {w['cf_dean']:.5f} ({100 * (w['cf'] / w['cf_dean'] - 1):+.1f}%) | "
+                    f"{w['u_c_over_u_b']:.4f} | {w['u_c_plus']:.2f} | {w['u_rms_peak_plus']:.3f} "
+                    f"({w['u_rms_peak_yplus']:.1f}) | {100 * w['balance_error_away']:.2f}% | "
+                    f"{100 * w['balance_error_all']:.2f}% |")
+    return "\n".join(rows)

@@ -23,6 +23,7 @@ IMPLICIT = ("none", "z", "xyz")
 INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
 MEANS = ("log_law", "laminar")
 POISSON = ("ptdma", "ftm")
+Z_SOLVES = ("direct", "transpose")
 DTYPES = ("float64", "float32")
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -32,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "boundaries": {"preset": "channel"},
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law"},
-    "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto"},
+    "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto", "z_solve": "direct"},
     "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0, "slices_every": 0,
                "slices": {}, "checkpoint_every": 0, "compression": "zstd", "shards": "auto"},
 }
@@ -158,6 +159,7 @@ def validate(config: dict) -> dict:
     s["pencils"] = _vector(s["pencils"], 2, "solver.pencils", int)
     _choice(s["dtype"], DTYPES, "solver.dtype")
     _choice(s["device"], DEVICES, "solver.device")
+    _choice(s["z_solve"], Z_SOLVES, "solver.z_solve")
     o = cfg["output"]
     if o["store"] is not None and not isinstance(o["store"], str):
         _fail("output.store", f"must be a path (string) or null, got {o['store']!r}")

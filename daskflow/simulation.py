@@ -172,7 +172,7 @@ class Simulation:
         physics = cfg["physics"]
         self._flow_plan = FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
                                    cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
-                                   cfg["output"] if self.store else None)
+                                   cfg["output"] if self.store else None, s["z_solve"])
         ensure_mailboxes(client)
         self._plan_future = client.scatter(self._flow_plan, broadcast=True, hash=False)
 

@@ -35,6 +35,7 @@ class FlowPlan:
     poisson_plan: SpectralPlan
     device: str
     output: dict | None = None  # the ``output`` config section when a store is written
+    z_solve: str = "direct"  # distributed z-implicit diffusion: "direct" (from x-pencils) or "transpose"
 
 
 def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,

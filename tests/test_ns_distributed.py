@@ -22,14 +22,16 @@ def cluster(request):
         yield client, list(pencils)
 
 
-@pytest.mark.parametrize("implicit", ["none", "z"])
+@pytest.mark.parametrize("implicit, z_solve", [("none", "direct"), ("z", "direct"), ("z", "transpose")])
 @pytest.mark.parametrize("poisson", ["ptdma", "ftm"])
-def test_twenty_steps_equal_the_single_chunk_run(cluster, implicit, poisson):
+def test_twenty_steps_equal_the_single_chunk_run(cluster, implicit, z_solve, poisson):
+    """Both z-implicit paths: ``direct`` (all-gather of the boundary rows at pz = 2, column slices at
+    pz = 3) and ``transpose`` (x->y transpose around the solve; a no-op at py = 1)."""
     client, pencils = cluster
     cfg = copy.deepcopy(CHANNEL)
     cfg["time"]["implicit_diffusion"] = implicit
     reference = Simulation(cfg).run(steps=20)
-    cfg["solver"] = {"poisson": poisson, "pencils": pencils}
+    cfg["solver"] = {"poisson": poisson, "pencils": pencils, "z_solve": z_solve}
     sim = Simulation(cfg, client=client).run(steps=20)
     assert sim.step == 20 and sim.time == pytest.approx(reference.time, rel=1e-14)
     for name in "uvwp":

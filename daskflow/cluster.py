@@ -4,7 +4,8 @@
 are present, else a ``LocalCluster``), ``none`` (in process), ``local``, ``local-cuda``, ``slurm`` and
 ``pbs`` (dask-jobqueue, dask-cuda GPU workers), ``address`` (a running scheduler) or
 ``scheduler-file`` (a scheduler started in the same allocation, see ``deploy/``). Every worker
-count defaults to one worker per pencil. Dashboards bind to localhost unless configured otherwise;
+count defaults to one worker per pencil (with ``solver.pencils: auto``: :func:`default_workers`).
+Dashboards bind to localhost unless configured otherwise;
 ``tls`` (CA, certificate and key files) secures every connection.
 """
 
@@ -67,6 +68,42 @@ def job_script(section: dict) -> str:
     return job(scheduler="tcp://SCHEDULER-ADDRESS:8786", name="daskflow-worker", **kwargs).job_script()
 
 
+DEFAULT_CPU_WORKERS = 8  # at most this many CPU workers for pencils: auto (one per core below that)
+
+
+def _uses_gpus(section: dict) -> bool:
+    kind = section["kind"]
+    return kind == "local-cuda" or (kind == "auto" and cupy_or_none() is not None
+                                    and importlib.util.find_spec("dask_cuda") is not None)
+
+
+def default_workers(section: dict) -> int:
+    """The worker count when the pencils do not give one (``solver.pencils: auto``): ``cluster.workers``
+    if set; else every node's GPUs for slurm/pbs, every visible GPU for a local GPU cluster, and one
+    worker per CPU core (at most :data:`DEFAULT_CPU_WORKERS`) for a local CPU cluster. ``none`` (in
+    process) and clusters found at an address do not use it."""
+    import os
+
+    if section["workers"]:
+        return int(section["workers"])
+    kind = section["kind"]
+    if kind in ("slurm", "pbs"):
+        return section["nodes"] * section["gpus_per_node"]
+    if kind in ("none", "address", "scheduler-file"):
+        return 1
+    if _uses_gpus(section):
+        try:  # what LocalCUDACluster itself counts (NVML, CUDA_VISIBLE_DEVICES respected), no CUDA context here
+            from dask_cuda.utils import get_n_gpus
+
+            return int(get_n_gpus())
+        except Exception:  # noqa: BLE001 - no dask-cuda or no NVML: ask the CUDA runtime
+            cupy = cupy_or_none()
+            if cupy is not None:
+                return int(cupy.cuda.runtime.getDeviceCount())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, DEFAULT_CPU_WORKERS))
+
+
 @contextlib.contextmanager
 def start(section: dict, workers: int):
     """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``)."""
@@ -86,8 +123,7 @@ def start(section: dict, workers: int):
             yield client
         return
     n = section["workers"] or workers
-    gpu = kind == "local-cuda" or (kind == "auto" and cupy_or_none() is not None
-                                   and importlib.util.find_spec("dask_cuda") is not None)
+    gpu = _uses_gpus(section)
     if kind in ("slurm", "pbs"):
         import dask_jobqueue
 

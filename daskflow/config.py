@@ -1,7 +1,10 @@
 """Run configuration: schema, defaults and validation (errors name the offending key).
 
 A configuration is a dict (or a YAML file) with the sections ``grid``, ``physics``, ``boundaries``,
-``time``, ``initial`` and ``solver``. Unknown keys are errors; missing keys take the defaults
+``time``, ``initial`` and ``solver``. ``solver.pencils`` is ``[py, pz]`` or ``auto`` and
+``solver.poisson`` is ``ptdma``, ``ftm`` or ``auto``: ``auto`` times the candidates on the live cluster at
+set-up and writes the fastest into the run's configuration (:mod:`daskflow.autotune`; in process
+``pencils: auto`` is ``[1, 1]``). Unknown keys are errors; missing keys take the defaults
 below. :func:`load` returns a complete, validated, plain-data dict (JSON-serialisable), so it can be
 stored with the output and compared on restart. Nothing is executed: YAML is read with
 ``yaml.safe_load``.
@@ -22,7 +25,8 @@ FORCING = ("none", "pressure_gradient", "flow_rate")
 IMPLICIT = ("none", "z", "xyz")
 INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
 MEANS = ("log_law", "laminar")
-POISSON = ("ptdma", "ftm")
+POISSON = ("ptdma", "ftm", "auto")  # auto: the fastest on the live cluster (daskflow.autotune)
+AUTO = "auto"  # solver.pencils: auto picks the fastest (py, pz) with py * pz = workers
 Z_SOLVES = ("direct", "transpose")
 DTYPES = ("float64", "float32")
 DEVICES = ("auto", "cpu", "gpu")
@@ -156,7 +160,12 @@ def validate(config: dict) -> dict:
     _choice(i["mean"], MEANS, "initial.mean")
     s = cfg["solver"]
     _choice(s["poisson"], POISSON, "solver.poisson")
-    s["pencils"] = _vector(s["pencils"], 2, "solver.pencils", int)
+    if s["pencils"] != AUTO:
+        pencils = s["pencils"]
+        if (not isinstance(pencils, (list, tuple)) or len(pencils) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pencils)):
+            _fail("solver.pencils", f"must be auto or 2 positive integers [py, pz]; got {pencils!r}")
+        s["pencils"] = [int(v) for v in pencils]
     _choice(s["dtype"], DTYPES, "solver.dtype")
     _choice(s["device"], DEVICES, "solver.device")
     _choice(s["z_solve"], Z_SOLVES, "solver.z_solve")

@@ -1,8 +1,10 @@
 """``daskflow run / validate / info``: configured runs from the command line.
 
 ``run`` validates the configuration before anything starts, starts the embedded cluster (one
-worker per pencil: a ``LocalCluster``, or dask-cuda GPU workers over UCX) or connects to a
-scheduler address, prints the dashboard link, advances the simulation in segments with a progress
+worker per pencil: a ``LocalCluster``, or dask-cuda GPU workers over UCX; with ``solver.pencils:
+auto`` ``cluster.workers`` or :func:`daskflow.cluster.default_workers`) or connects to a scheduler
+address, resolves ``auto`` solver settings (printing the autotuner's table), prints the dashboard
+link, advances the simulation in segments with a progress
 line after each, and on Ctrl-C or SIGTERM (a walltime) finishes the segment, writes a checkpoint and
 exits 0 saying how to resume.
 """
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from daskflow.cluster import job_script
+from daskflow.cluster import default_workers, job_script
 from daskflow.cluster import start as start_cluster
 from daskflow.config import load
 
@@ -133,8 +135,7 @@ def run(args) -> int:
     from daskflow import Simulation
 
     cfg = _config(args)
-    py, pz = cfg["solver"]["pencils"]
-    with start_cluster(cfg["cluster"], py * pz) as client:
+    with start_cluster(cfg["cluster"], _workers(cfg, args.restart)) as client:
         if client is not None:
             print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
                   f"{client.dashboard_link}", file=sys.stderr)
@@ -143,6 +144,9 @@ def run(args) -> int:
                                      output=cfg["output"])
         else:
             sim = Simulation(cfg, client)
+        if sim.autotune is not None:
+            for line in sim.autotune.lines():
+                print(line, file=sys.stderr)
         total = cfg["time"]["steps"]
         until = cfg["time"]["end_time"]
         segment = args.report_every or max(1, (total or 200) // 20)
@@ -179,6 +183,21 @@ def run(args) -> int:
         summary = {"steps": sim.step, "time": sim.time, "dt": sim.dt, "store": sim.store, "stopped_by": stop.signal}
         print(json.dumps(summary))
     return 0
+
+
+def _workers(cfg: dict, restart: bool) -> int:
+    """Workers of the embedded cluster: one per pencil; with ``solver.pencils: auto`` the restarted
+    checkpoint's pencils (so its decomposition can be kept), else the cluster's default count."""
+    pencils = cfg["solver"]["pencils"]
+    if pencils != "auto":
+        return pencils[0] * pencils[1]
+    if restart and not cfg["cluster"]["workers"]:
+        from daskflow.io import store
+
+        stored = store.root_config(cfg["output"]["store"])["solver"]["pencils"]
+        if stored != "auto":
+            return stored[0] * stored[1]
+    return default_workers(cfg["cluster"])
 
 
 CFL_LIMIT = 1.7  # RK3's advective stability limit is sqrt(3)

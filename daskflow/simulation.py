@@ -53,11 +53,16 @@ def check(config: dict) -> None:
     if kind != "none" and not bcs.periodic(0):
         raise ValueError(f"config physics.forcing.kind: {kind!r} needs a periodic x direction")
     s = config["solver"]
-    try:
-        SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, s["poisson"], tuple(s["pencils"]),
-                     np.dtype(s["dtype"]))
-    except ValueError as exc:
-        raise ValueError(f"config solver.{exc}") from exc
+    pencils = (1, 1) if s["pencils"] == "auto" else tuple(s["pencils"])  # auto: [1, 1] fits every valid grid
+    methods = ("ptdma", "ftm") if s["poisson"] == "auto" else (s["poisson"],)
+    errors = []
+    for method in methods:  # poisson: auto needs one method that fits
+        try:
+            SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, method, pencils, np.dtype(s["dtype"]))
+            return
+        except ValueError as exc:
+            errors.append(exc)
+    raise ValueError(f"config solver.{errors[0]}") from errors[0]
 
 
 class WorkerLost(RuntimeError):
@@ -79,9 +84,12 @@ def _clock(pencil: dict) -> tuple:
 class Simulation:
     """An incompressible DNS configured by ``config`` (dict or YAML path)."""
 
-    def __init__(self, config: dict | str, client=None, _restart: bool = False) -> None:
+    def __init__(self, config: dict | str, client=None, _restart: bool = False, _stored_solver=None) -> None:
         self.config = load(config)
         check(self.config)
+        self.autotune = None  # the AutotuneResult when solver.pencils or solver.poisson was auto
+        if "auto" in (self.config["solver"]["pencils"], self.config["solver"]["poisson"]):
+            self._resolve_auto(client, _restart, _stored_solver)
         cfg = self.config
         g = cfg["grid"]
         self.grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
@@ -137,7 +145,49 @@ class Simulation:
             if old != new:
                 raise ValueError(f"restart: {'.'.join(path)} differs from the checkpoint's ({old!r} there, "
                                  f"{new!r} now); only the decomposition, cluster, time and output may change")
-        return cls(config, client=client, _restart=True)
+        return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
+
+    def _resolve_auto(self, client, restart: bool, stored: dict | None) -> None:
+        """Replace ``solver.pencils: auto`` / ``solver.poisson: auto`` by concrete values in
+        ``self.config`` (so the store and restarts record them): the checkpoint's own choice when a
+        restart runs on the same cluster shape (``py * pz`` workers; in process one), else the
+        autotuner's (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``)."""
+        from daskflow import autotune
+
+        s = self.config["solver"]
+        workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)["workers"])
+        if stored is not None and stored["pencils"] != "auto" and stored["poisson"] != "auto":
+            same_shape = stored["pencils"][0] * stored["pencils"][1] == workers
+            if same_shape and s["pencils"] in ("auto", stored["pencils"]):
+                s["pencils"] = list(stored["pencils"])
+                if s["poisson"] == "auto":
+                    s["poisson"] = stored["poisson"]
+                self.autotune = autotune.AutotuneResult(tuple(s["pencils"]), s["poisson"],
+                                                        note="kept from the checkpoint: same cluster shape")
+                return
+        accept = None
+        out = self.config["output"]
+        if restart and (out["fields_every"] or out["slices_every"]):
+            from daskflow.io import store
+
+            def accept(pencils):  # the pencils must tile the store's field chunks
+                try:
+                    store.check_alignment(out["store"], pencil_chunks(tuple(self.config["grid"]["shape"]), pencils))
+                except ValueError:
+                    return False
+                return True
+        g = self.config["grid"]
+        grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
+        device = s["device"]
+        if device == "gpu" and client is None and cupy_or_none() is None:
+            raise ValueError("config solver.device: 'gpu' needs CuPy and a CUDA device")
+        try:
+            result = autotune.autotune(grid, nsb.build(self.config["boundaries"]).p, s["dtype"], client,
+                                       s["pencils"], s["poisson"], device, accept=accept)
+        except ValueError as exc:
+            raise ValueError(f"config {exc}") from exc
+        s["pencils"], s["poisson"] = list(result.pencils), result.method
+        self.autotune = result
 
     def _load_checkpoint(self) -> None:
         from daskflow.io import store

@@ -83,11 +83,11 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
     ``bc`` is a velocity component's :class:`ComponentBC` (with ``component`` its axis, 0-2) or,
     for the pressure, a tuple of pairs (Neumann: copy; Dirichlet: mirror to zero; homogeneous).
     Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes. The
-    result is one Fortran-ordered array filled in place (no intermediate copies).
+    result is one array (in :func:`memory_order`) filled in place (no intermediate copies).
     """
     xp = array_module(a)
     pairs, values = bc_of(bc)
-    out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order="F")
+    out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order=memory_order(xp))
 
     def copy(k0, k1):
         out[C, C, k0 + 1:k1 + 1] = a[:, :, k0:k1]
@@ -118,6 +118,14 @@ def fill_ghosts(view, axis: int, pair: str, values, face: bool) -> None:
             view[ghost] = view[edge]
 
 
+def memory_order(xp) -> str:
+    """Memory order of the arrays the operators create: Fortran for NumPy (the blocked path works
+    on contiguous z-slabs), C for CuPy (its elementwise kernels walk the output in C order and the
+    fused explicit-terms kernel reads C-contiguous blocks: Fortran arrays cost transposing copies and
+    uncoalesced access there, measured 1.5x slower per step on an H200)."""
+    return "F" if xp is np else "C"
+
+
 def _index(axis: int, i: int) -> tuple:
     sl = [slice(None)] * 3
     sl[axis] = i
@@ -130,10 +138,10 @@ def _z(arr, xp, dtype):
 
 def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = None):
     """Divergence at cell centres from padded face velocities (divided by ``scale``); shape of the
-    interior, Fortran-ordered."""
+    interior, in :func:`memory_order`."""
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
-    out = xp.empty(shape, dtype=U.dtype, order="F")
+    out = xp.empty(shape, dtype=U.dtype, order=memory_order(xp))
 
     rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
     rz = 1.0 / (m.dzf[1:-1] * scale)
@@ -157,7 +165,7 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
 def gradient(P, m: Metrics, axis: int):
     """Component ``axis`` of the pressure gradient on that axis's faces (padded ``P``)."""
     xp = array_module(P)
-    out = xp.empty(tuple(n - 2 for n in P.shape), dtype=P.dtype, order="F")
+    out = xp.empty(tuple(n - 2 for n in P.shape), dtype=P.dtype, order=memory_order(xp))
     xp.subtract(P[_shift(axis)], P[C, C, C], out=out)
     out /= m.dx if axis == 0 else m.dy if axis == 1 else _z(m.dzc[1:], xp, P.dtype)
     return out
@@ -167,11 +175,11 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
            threads: int | None = None):
     """``f + sum(c * a for c, a in terms) + scale * (body - gradient(P, m, axis))`` in one
     cache-blocked pass (the gradient term added after the first of ``terms``, ``f`` last; ``f``
-    None: left out); into ``out`` (may be ``f``) or a new Fortran-ordered array."""
+    None: left out); into ``out`` (may be ``f``) or a new array in :func:`memory_order`."""
     xp = array_module(P)
     shape = tuple(n - 2 for n in P.shape)
     if out is None:
-        out = xp.empty(shape, dtype=P.dtype, order="F")
+        out = xp.empty(shape, dtype=P.dtype, order=memory_order(xp))
     hi = _shift(axis)[:2]
     spacing = m.dx if axis == 0 else m.dy
 
@@ -282,7 +290,7 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 def explicit_terms(U, V, W, m: Metrics, nu: float, axes=(0, 1, 2), threads: int | None = None) -> list:
     """``advection(U, V, W) + nu * laplacian(., axes)`` of all three components (the explicit
-    momentum terms), as three Fortran-ordered interior arrays.
+    momentum terms), as three interior arrays in :func:`memory_order`.
 
     Same discretisation as :func:`advection` and :func:`laplacian`, written in flux form: each
     advective flux (a product of two midpoint sums) is computed once on the cell edges or centres
@@ -292,7 +300,7 @@ def explicit_terms(U, V, W, m: Metrics, nu: float, axes=(0, 1, 2), threads: int 
     """
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
-    out = [xp.empty(shape, dtype=U.dtype, order="F") for _ in range(3)]
+    out = [xp.empty(shape, dtype=U.dtype, order=memory_order(xp)) for _ in range(3)]
 
     def slab(k0, k1):
         sl = (slice(None), slice(None), slice(k0, k1 + 2))

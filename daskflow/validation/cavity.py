@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 REYNOLDS = (100, 1000)
+STEADY_TOLERANCE = 1e-6  # relative kinetic-energy change per time unit that counts as steady
 SIZES = (64, 128)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -55,6 +56,10 @@ GHIA_W = {
 # Ghia et al. (1982), Table V: primary vortex (x, z, psi_min)
 GHIA_VORTEX = {100: (0.6172, 0.7344, -0.103423), 1000: (0.5313, 0.5625, -0.117929)}
 
+# Botella & Peyret (1998), Computers & Fluids 27, 421-433 (Chebyshev collocation, N = 160), Re = 1000:
+# primary vortex (x, z, psi_min) and the centreline extrema (value, position)
+BOTELLA_PEYRET_1000 = {"vortex": (0.5308, 0.5652, -0.1189366), "u_min": (-0.3885698, 0.1717),
+                       "w_max": (0.3769447, 0.1578), "w_min": (-0.5270771, 0.9092)}
 
 # ------------------------------------------------------------------------------------------------
 # Reduction (pure functions on arrays, tested on analytic fields)
@@ -110,6 +115,35 @@ def ghia_deviation(coord: np.ndarray, profile: np.ndarray, ref_coord: np.ndarray
     return float(np.abs(CubicSpline(coord, profile)(ref_coord) - ref).max())
 
 
+def settling_time(times: np.ndarray, energy: np.ndarray, tolerance: float = STEADY_TOLERANCE,
+                  window: float = 1.0) -> float | None:
+    """The time from which ``|E(t) - E(t - window)| / (window E(t))`` stays below ``tolerance``
+    (``None`` if it never does by the last record)."""
+    earlier = np.searchsorted(times, times - window)
+    ok = times - times[0] >= window
+    rate = np.full(len(times), np.inf)
+    rate[ok] = np.abs(energy[ok] - energy[earlier[ok]]) / ((times[ok] - times[earlier[ok]]) * energy[ok])
+    above = np.nonzero(rate >= tolerance)[0]
+    if len(above) and above[-1] == len(times) - 1:
+        return None
+    return float(times[above[-1] + 1]) if len(above) else float(times[0])
+
+
+def extremum(coord: np.ndarray, profile: np.ndarray, kind: str) -> tuple[float, float]:
+    """``(value, position)`` of the minimum (``kind="min"``) or maximum of a cubic spline through
+    the profile, searched around the extreme stored point."""
+    from scipy.interpolate import CubicSpline
+    from scipy.optimize import minimize_scalar
+
+    sign = 1.0 if kind == "min" else -1.0
+    spline = CubicSpline(coord, profile)
+    k = int(np.argmin(sign * profile))
+    lo, hi = coord[max(k - 1, 0)], coord[min(k + 1, len(coord) - 1)]
+    best = minimize_scalar(lambda c: sign * spline(c), bounds=(lo, hi), method="bounded",
+                           options={"xatol": 1e-10})
+    return float(spline(best.x)), float(best.x)
+
+
 def _last_two(store: str):
     """The last two states ``(time, step, u, w)`` (y-averaged ``(nx, nz)`` arrays): the field
     snapshots, and the latest checkpoint when it is newer than the last snapshot (a run stopped by
@@ -150,8 +184,11 @@ def reduce_store(store: str | Path) -> dict:
     vx, vz, vpsi = vortex_centre(psi, xf, zf)
     scalars = root["scalars"]
     ts, energy = scalars["time"][:], scalars["kinetic_energy"][:]
+    written = int(np.argmin(np.diff(ts) > 0)) + 1 if np.any(np.diff(ts) <= 0) else len(ts)  # a live store
+    ts, energy = ts[:written], energy[:written]
     before = np.searchsorted(ts, ts[-1] - 1.0)
     ke_rate = abs(energy[-1] - energy[before]) / ((ts[-1] - ts[before]) * energy[-1])
+    steady_time = settling_time(ts, energy)
     velocity_rate = max(np.abs(u1 - u0).max(), np.abs(w1 - w0).max()) / (t1 - t0)
     stride = max(1, grid.shape[0] // 64)
     ref = GHIA_VORTEX[re] if re in GHIA_VORTEX else (np.nan, np.nan, np.nan)
@@ -160,9 +197,11 @@ def reduce_store(store: str | Path) -> dict:
         "steps": step, "previous_time": t0,
         "vortex": {"x": vx, "z": vz, "psi": vpsi},
         "vortex_ghia": {"x": ref[0], "z": ref[1], "psi": ref[2]},
-        "ke_rate": float(ke_rate), "velocity_rate": float(velocity_rate),
+        "ke_rate": float(ke_rate), "velocity_rate": float(velocity_rate), "steady_time": steady_time,
         "ghia_u_max_dev": ghia_deviation(z, uz, GHIA_Z, GHIA_U[re]) if re in GHIA_U else None,
         "ghia_w_max_dev": ghia_deviation(x, wx, GHIA_X, GHIA_W[re]) if re in GHIA_W else None,
+        "extrema": {"u_min": extremum(z, uz, "min"), "w_max": extremum(x, wx, "max"),
+                    "w_min": extremum(x, wx, "min")},
         "profiles": {"z": z, "u": uz, "x": x, "w": wx},
         "psi": {"x": xf[::stride], "z": zf[::stride], "psi": psi[::stride, ::stride]},
         "energy": {"time": ts, "kinetic_energy": energy},
@@ -174,18 +213,24 @@ def reduce_store(store: str | Path) -> dict:
 # ------------------------------------------------------------------------------------------------
 
 
-def _write_csv(path: Path, header: list[str], columns) -> None:
+def _write_csv(path: Path, header: list[str], columns, digits: int = 8) -> None:
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
         for row in zip(*columns, strict=True):
-            writer.writerow([f"{v:.8g}" for v in row])
+            writer.writerow([f"{v:.{digits}g}" for v in row])
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
     with path.open() as fh:
         rows = list(csv.reader(fh))
     return {name: np.array([float(r[i]) for r in rows[1:]]) for i, name in enumerate(rows[0])}
+
+
+def read_psi(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, z, psi[x, z])`` from a ``-psi.csv`` file."""
+    rows = np.genfromtxt(path, delimiter=",")
+    return rows[1:, 0], rows[0, 1:], rows[1:, 1:]
 
 
 def save(reduced: dict, data_dir: Path, wall_s: float | None = None) -> None:
@@ -199,10 +244,13 @@ def save(reduced: dict, data_dir: Path, wall_s: float | None = None) -> None:
     e = reduced["energy"]
     keep = np.unique(np.linspace(0, len(e["time"]) - 1, 400).astype(int))
     _write_csv(data_dir / f"{stem}-energy.csv", ["time", "kinetic_energy"],
-               (e["time"][keep], e["kinetic_energy"][keep]))
-    s = reduced["psi"]
-    xx, zz = np.meshgrid(s["x"], s["z"], indexing="ij")
-    _write_csv(data_dir / f"{stem}-psi.csv", ["x", "z", "psi"], (xx.ravel(), zz.ravel(), s["psi"].ravel()))
+               (e["time"][keep], e["kinetic_energy"][keep]), digits=16)  # rates of change near round-off
+    s = reduced["psi"]  # one row per x: x, then psi at every z of the header row
+    with (data_dir / f"{stem}-psi.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["x\\z"] + [f"{z:.8g}" for z in s["z"]])
+        for x, row in zip(s["x"], s["psi"], strict=True):
+            writer.writerow([f"{x:.8g}"] + [f"{v:.6g}" for v in row])
     summary_path = data_dir / "cavity.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"runs": {}}
     numbers = {k: v for k, v in reduced.items() if k not in ("profiles", "psi", "energy")}
@@ -319,12 +367,9 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
 
         fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=100)
         n, stem = stems[-1]
-        s = _read_csv(data_dir / f"{stem}-psi.csv")
-        m = int(round(np.sqrt(len(s["x"]))))
-        psi = s["psi"].reshape(m, m)
+        x, z, psi = read_psi(data_dir / f"{stem}-psi.csv")
         levels = np.concatenate([np.linspace(psi.min(), 0, 12)[:-1], np.array([1e-5, 1e-4, 5e-4, 1e-3, 2e-3])])
-        ax.contour(s["x"].reshape(m, m), s["z"].reshape(m, m), psi, levels=np.unique(levels), colors="k",
-                   linewidths=0.7)
+        ax.contour(x, z, psi.T, levels=np.unique(levels), colors="k", linewidths=0.7)
         for n2, stem2 in stems:
             v = runs[stem2]["vortex"]
             ax.plot(v["x"], v["z"], "+", color=styles.get(n2, ("k", ""))[0], ms=12, label=f"centre {n2}$^2$")
@@ -364,9 +409,9 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
 def table(data_dir: Path) -> str:
     data_dir = Path(data_dir)
     runs = json.loads((data_dir / "cavity.json").read_text())["runs"]
-    lines = ["| Re | grid | t end | steps | wall time (s) | vortex x | vortex z | psi min | Ghia (x, z, psi) "
-             "| max dev. u | max dev. w | KE rate dE/dt/E | velocity change / t |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| Re | grid | t (snapshot) | step | wall time (s) | vortex x | vortex z | psi min | Ghia (x, z, psi) "
+             "| max dev. u | max dev. w | KE rate dE/dt/E | velocity change / t | rate < 1e-6 from t |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for re in REYNOLDS:
         for n in SIZES:
             r = runs.get(f"cavity{re}-n{n}")
@@ -374,9 +419,23 @@ def table(data_dir: Path) -> str:
                 continue
             v, g = r["vortex"], r["vortex_ghia"]
             wall = f"{r['wall_s']:.0f}" if "wall_s" in r else "-"
-            lines.append(f"| {re} | {n}² | {r['end_time']:.1f} | {r['steps']} | {wall} | {v['x']:.4f} | {v['z']:.4f} "
+            lines.append(f"| {re} | {n}² | {r['time']:.1f} | {r['steps']} | {wall} | {v['x']:.4f} | {v['z']:.4f} "
                          f"| {v['psi']:.6f} | ({g['x']}, {g['z']}, {g['psi']}) | {r['ghia_u_max_dev']:.4f} "
-                         f"| {r['ghia_w_max_dev']:.4f} | {r['ke_rate']:.1e} | {r['velocity_rate']:.1e} |")
+                         f"| {r['ghia_w_max_dev']:.4f} | {r['ke_rate']:.1e} | {r['velocity_rate']:.1e} "
+                         f"| {'never' if r.get('steady_time') is None else format(r['steady_time'], '.1f')} |")
+    bp = BOTELLA_PEYRET_1000
+    lines += ["", "Re = 1000 against Botella & Peyret (1998):", "",
+              "| grid | psi min | u min (z) | w max (x) | w min (x) |", "|---|---|---|---|---|",
+              "| " + " | ".join(["Botella & Peyret", f"{bp['vortex'][2]:.6f} at ({bp['vortex'][0]}, {bp['vortex'][1]})"]
+                                + [f"{bp[k][0]:.5f} ({bp[k][1]})" for k in ("u_min", "w_max", "w_min")]) + " |"]
+    for n in SIZES:
+        r = runs.get(f"cavity1000-n{n}")
+        if r is None or "extrema" not in r:
+            continue
+        v = r["vortex"]
+        lines.append(f"| {n}² | {v['psi']:.6f} at ({v['x']:.4f}, {v['z']:.4f}) | "
+                     + " | ".join(f"{r['extrema'][k][0]:.5f} ({r['extrema'][k][1]:.4f})"
+                                  for k in ("u_min", "w_max", "w_min")) + " |")
     conv = convergence(data_dir)
     if conv:
         lines += ["", "| Re | max \\|u₆₄ − u₁₂₈\\| | max \\|w₆₄ − w₁₂₈\\| | vortex centre shift |", "|---|---|---|---|"]

@@ -62,8 +62,8 @@ def test_committed_re_tau_180_run_meets_the_validation_criteria():
     halves = summary["windows"]["first_half"], summary["windows"]["second_half"]
     assert abs(halves[0]["re_tau"] - halves[1]["re_tau"]) < 0.005 * channel.MKM_RE_TAU  # converged statistics
     mean = channel._read_csv(DATA / "channel180-profiles-full.csv")
-    sublayer = mean["yplus"] < 2
-    np.testing.assert_allclose(mean["U_plus"][sublayer], mean["yplus"][sublayer], rtol=0.03)
+    sublayer = mean["yplus"] < 6  # the first points: the linear law, bending below it from y+ ~ 5
+    np.testing.assert_allclose(mean["U_plus"][sublayer], mean["yplus"][sublayer], rtol=0.06)
     # Re_tau 180 has no true log layer: U+ lies a few percent above the log law there (as in the DNS
     # of Moser, Kim & Mansour); within 6% over 40 < y+ < 120.
     log = (mean["yplus"] > 40) & (mean["yplus"] < 120)

@@ -13,3 +13,13 @@ committed data (``docs/validation/data``); ``python -m daskflow.validation run C
 """
 
 CASES = ("laminar", "taylor_green", "cavity", "channel")
+
+
+def save_figure(fig, path, dpi: int | None = None):
+    """Write ``fig`` to ``path`` (PNG) and release it; returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+

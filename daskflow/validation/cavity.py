@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow.validation import save_figure
+
 REYNOLDS = (100, 1000)
 STEADY_TOLERANCE = 1e-6  # relative kinetic-energy change per time unit that counts as steady
 SIZES = (64, 128)
@@ -360,9 +362,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.tight_layout()
-        path = fig_dir / f"cavity{re}-centrelines.png"
-        fig.savefig(path)
-        plt.close(fig)
+        path = save_figure(fig, fig_dir / f"cavity{re}-centrelines.png")
         paths.append(path)
 
         fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=100)
@@ -378,9 +378,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
         ax.set(xlabel="x", ylabel="z", title=f"Re = {re}: streamfunction ({n}$^2$)", aspect="equal")
         ax.legend(fontsize=7, loc="lower left")
         fig.tight_layout()
-        path = fig_dir / f"cavity{re}-streamfunction.png"
-        fig.savefig(path)
-        plt.close(fig)
+        path = save_figure(fig, fig_dir / f"cavity{re}-streamfunction.png")
         paths.append(path)
 
     fig, ax = plt.subplots(figsize=(6, 3.8), dpi=100)
@@ -399,9 +397,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = fig_dir / "cavity-steady-state.png"
-    fig.savefig(path)
-    plt.close(fig)
+    path = save_figure(fig, fig_dir / "cavity-steady-state.png")
     paths.append(path)
     return paths
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow.validation import save_figure
 from daskflow.validation.cavity import _read_csv, _write_csv
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "channel180.yaml"
@@ -155,7 +156,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     for ax in axes:
         ax.axvspan(t0, t1, color="0.9", zorder=0)
     axes[0].set_title("Transient and statistically steady state (grey: averaging window)")
-    paths.append(_save(fig, fig_dir / "channel180-history.png"))
+    paths.append(save_figure(fig, fig_dir / "channel180-history.png"))
 
     full = profiles["full"]
     fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
@@ -168,7 +169,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.set_ylabel(r"$U^+$")
     ax.legend()
     ax.set_title(rf"Mean velocity, $Re_\tau$ = {summary['windows']['full']['re_tau']:.1f}")
-    paths.append(_save(fig, fig_dir / "channel180-mean.png"))
+    paths.append(save_figure(fig, fig_dir / "channel180-mean.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
     for name, label in (("u_rms_plus", r"$u'^+$"), ("v_rms_plus", r"$v'^+$ (spanwise)"),
@@ -179,7 +180,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.set_xlabel(r"$y^+$")
     ax.set_title("Fluctuations (solid: whole window, dashed: first half)")
     ax.legend()
-    paths.append(_save(fig, fig_dir / "channel180-rms.png"))
+    paths.append(save_figure(fig, fig_dir / "channel180-rms.png"))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     ax = axes[0]
@@ -200,7 +201,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.set_ylim(-2.5, 2.5)
     ax.set_title("Balance error (grey: the 2% band)")
     ax.legend()
-    paths.append(_save(fig, fig_dir / "channel180-stress-balance.png"))
+    paths.append(save_figure(fig, fig_dir / "channel180-stress-balance.png"))
 
     slice_path = data_dir / "channel180-slice.npz"
     if slice_path.exists():
@@ -214,16 +215,8 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
         ax.set_ylabel("y / h (spanwise)")
         ax.set_title(f"Near-wall streaks: streamwise velocity at z = {float(plane['z']):.3f} h, "
                      f"t = {float(plane['time']):.0f} h/U_b")
-        paths.append(_save(fig, fig_dir / "channel180-streaks.png", dpi=60))
+        paths.append(save_figure(fig, fig_dir / "channel180-streaks.png", dpi=60))
     return paths
-
-
-def _save(fig, path: Path, dpi: int = 90) -> Path:
-    fig.savefig(path, dpi=dpi)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def table(data_dir: Path) -> str:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow.validation import save_figure
+
 H, NU, G = 2.0, 0.1, 0.2
 SIZES = (16, 32, 64)
 STRETCHES = (0.0, 2.0)
@@ -176,9 +178,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
         b.grid(alpha=0.3)
         b.legend(fontsize=7)
         fig.tight_layout()
-        path = fig_dir / f"laminar-{case}.png"
-        fig.savefig(path)
-        plt.close(fig)
+        path = save_figure(fig, fig_dir / f"laminar-{case}.png")
         paths.append(path)
     fig, ax = plt.subplots(figsize=(5.5, 4), dpi=100)
     for (case, stretch), o in orders(data_dir).items():
@@ -197,9 +197,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = fig_dir / "laminar-orders.png"
-    fig.savefig(path)
-    plt.close(fig)
+    path = save_figure(fig, fig_dir / "laminar-orders.png")
     paths.append(path)
     return paths
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow.validation import save_figure
+
 SPACE_SIZES = (16, 32, 64)
 TIME_STEPS = (8, 16, 32, 64)
 REFERENCE_STEPS = 640
@@ -137,9 +139,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    path = fig_dir / "taylor-green-orders.png"
-    fig.savefig(path)
-    plt.close(fig)
+    path = save_figure(fig, fig_dir / "taylor-green-orders.png")
     return [path]
 
 

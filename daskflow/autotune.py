@@ -429,8 +429,9 @@ def autotune(grid: Grid, bc=("PP", "PP", "NN"), dtype="float64", client=None, pe
     t0 = time.perf_counter()
     workers = 1
     if client is not None:
-        client.wait_for_workers(1, timeout=120)
-        workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        from daskflow.pencils.graph import live_workers
+
+        workers = len(live_workers(client))
     options = decompositions(workers) if pencils == "auto" else [tuple(int(v) for v in pencils)]
     methods = METHODS if method == "auto" else (method,)
     cands = candidates(grid, bc, methods=methods, pencils=options, dtype=dtype, accept=accept, stagger=stagger)

@@ -30,6 +30,7 @@ from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
 from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
+from daskflow.pencils.graph import live_workers
 from daskflow.pencils.layout import pencil_chunks
 
 
@@ -210,8 +211,8 @@ class Simulation:
 
         cfg = self.config
         s = cfg["solver"]
-        self._workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
         py, pz = s["pencils"]
+        self._workers = live_workers(client, py * pz)
         if py * pz != len(self._workers):
             raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
                              f"(one pencil per worker); the cluster has {len(self._workers)}")
@@ -243,7 +244,9 @@ class Simulation:
             pencil.update(time=self.state.time, step=self.state.step, dt=self.state.dt,
                           forcing_gradient=self.state.forcing_gradient)
             owner = self._owner(key)
-            future = self.client.scatter(pencil, workers=[owner], hash=False)
+            # a list, not the dict itself: a scattered dict becomes one future per item keyed by the
+            # item names ("u", "v", ...), so every pencil would overwrite the previous one's keys
+            [future] = self.client.scatter([pencil], workers=[owner], hash=False)
             self._pencils.append(self.client.submit(to_device, future, self._flow_plan.device, workers=[owner],
                                                     allow_other_workers=False, pure=False))
 

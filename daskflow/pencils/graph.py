@@ -21,6 +21,21 @@ from daskflow.pencils.executor import run_chain
 _counter = itertools.count()
 
 
+def live_workers(client, expected: int = 1, settle: float = 10.0) -> list[str]:
+    """Sorted addresses of the client's workers, once there is at least one (a cluster still
+    starting has none; waits up to 120 s). The scheduler's view can lag behind workers that are
+    registering, so a list shorter than ``expected`` is asked again for up to ``settle`` seconds."""
+    import time
+
+    client.wait_for_workers(1, timeout=120)
+    deadline = time.monotonic() + settle
+    while True:
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if (workers and len(workers) >= expected) or time.monotonic() > deadline:
+            return workers
+        time.sleep(0.05)
+
+
 def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
     """Worker owning chunk ``key = (p, q)``: chunks are dealt round-robin in ``(p, q)`` order."""
     p, q = key

@@ -24,7 +24,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
 from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
-from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
+from daskflow.pencils.graph import DaskExecutor, chunk_owner, live_workers, placement_annotations
 from daskflow.pencils.layout import pencil_chunks
 from daskflow.poisson import algorithms, stages
 
@@ -56,8 +56,7 @@ class ClusterState:
 
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
     """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client."""
-    client.wait_for_workers(1, timeout=120)  # a cluster still starting (or restarting) has none yet
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = live_workers(client, solver.plan.decomposition.py * solver.plan.decomposition.pz)
     cache_key = (client.id, xp_name, tuple(workers))
     cache = solver.__dict__.setdefault("_cluster_states", {})
     if cache_key in cache:
@@ -174,7 +173,7 @@ def persist_home(solver, b, client) -> da.Array:
     chunks = home_chunks(solver)
     arr = b if isinstance(b, da.Array) else da.from_array(b, chunks=chunks, asarray=False)
     arr = arr.rechunk(chunks, method="tasks") if arr.chunks != chunks else arr
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = live_workers(client, solver.plan.decomposition.py * solver.plan.decomposition.pz)
     pz = solver.plan.decomposition.pz
     placement = {(arr.name, 0, p, q): chunk_owner((p, q), workers, pz)
                  for p in range(len(chunks[1])) for q in range(len(chunks[2]))}

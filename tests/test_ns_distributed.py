@@ -89,3 +89,18 @@ def test_fully_implicit_diffusion_on_the_cluster(cluster):
     sim = Simulation(cfg, client=client).run(steps=6)
     ref = to_numpy(reference.state.u)
     np.testing.assert_allclose(to_numpy(sim.u.compute()), ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_every_pencil_is_scattered_under_its_own_key(cluster):
+    """A scattered dict would put each pencil's fields under the shared keys 'u', 'v', ...: pencils
+    overwrote each other (wrong fields under load). Each pencil must be one future of its own."""
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client)
+    sim._scatter()
+    assert len({f.key for f in sim._pencils}) == len(sim._pencils)
+    held = {key for keys in client.has_what().values() for key in keys}
+    assert not held & {"u", "v", "w", "p", "time", "step", "dt", "forcing_gradient"}
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(sim, name).compute()), to_numpy(getattr(sim.state, name)))

@@ -1,7 +1,9 @@
 """Run configuration: schema, defaults and validation (errors name the offending key).
 
 A configuration is a dict (or a YAML file) with the sections ``grid``, ``physics``, ``boundaries``,
-``time``, ``initial`` and ``solver``. ``solver.pencils`` is ``[py, pz]`` or ``auto`` and
+``time``, ``initial`` and ``solver``. ``physics.advection`` is ``divergence`` (conservative form,
+the default) or ``skew_symmetric`` (kinetic-energy conserving; :func:`daskflow.ns.operators.skew_advection`).
+``solver.pencils`` is ``[py, pz]`` or ``auto`` and
 ``solver.poisson`` is ``ptdma``, ``ftm`` or ``auto``: ``auto`` times the candidates on the live cluster at
 set-up and writes the fastest into the run's configuration (:mod:`daskflow.autotune`; in process
 ``pencils: auto`` is ``[1, 1]``). Unknown keys are errors; missing keys take the defaults
@@ -22,6 +24,7 @@ from daskflow.grid import Z_CLUSTERS
 from daskflow.ns.boundaries import PRESETS
 
 FORCING = ("none", "pressure_gradient", "flow_rate")
+ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.operators.ADVECTION
 IMPLICIT = ("none", "z", "xyz")
 INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
 MEANS = ("log_law", "laminar")
@@ -33,7 +36,7 @@ DEVICES = ("auto", "cpu", "gpu")
 
 DEFAULTS: dict[str, Any] = {
     "grid": {"shape": [32, 32, 32], "lengths": [1.0, 1.0, 1.0], "z_stretch": 0.0, "z_cluster": "both"},
-    "physics": {"nu": 1.0e-3, "forcing": {"kind": "none", "value": [0.0, 0.0]}},
+    "physics": {"nu": 1.0e-3, "forcing": {"kind": "none", "value": [0.0, 0.0]}, "advection": "divergence"},
     "boundaries": {"preset": "channel"},
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law"},
@@ -141,6 +144,7 @@ def validate(config: dict) -> dict:
     ph["nu"] = _number(ph["nu"], "physics.nu", positive=True)
     _choice(ph["forcing"]["kind"], FORCING, "physics.forcing.kind")
     ph["forcing"]["value"] = _vector(ph["forcing"]["value"], 2, "physics.forcing.value")
+    _choice(ph["advection"], ADVECTION, "physics.advection")
     cfg["boundaries"] = _boundaries(copy.deepcopy(cfg["boundaries"]) if cfg["boundaries"] else {"preset": "channel"})
     t = cfg["time"]
     t["steps"] = None if t["steps"] is None else _integer(t["steps"], "time.steps")

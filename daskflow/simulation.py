@@ -104,7 +104,8 @@ class Simulation:
         s = cfg["solver"]
         domain = LocalDomain(self.grid, self.boundaries, s["poisson"], tuple(s["pencils"]), s["dtype"])
         physics = cfg["physics"]
-        self.stepper = Stepper(domain, physics["nu"], physics["forcing"], cfg["time"]["implicit_diffusion"])
+        self.stepper = Stepper(domain, physics["nu"], physics["forcing"], cfg["time"]["implicit_diffusion"],
+                               physics["advection"])
         if client is not None:
             self.xp = np  # initial fields are built on the host, then scattered as pencils
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
@@ -223,7 +224,7 @@ class Simulation:
         physics = cfg["physics"]
         self._flow_plan = FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
                                    cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
-                                   cfg["output"] if self.store else None, s["z_solve"])
+                                   cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
         ensure_mailboxes(client)
         self._plan_future = client.scatter(self._flow_plan, broadcast=True, hash=False)
 

@@ -36,6 +36,7 @@ class FlowPlan:
     device: str
     output: dict | None = None  # the ``output`` config section when a store is written
     z_solve: str = "direct"  # distributed z-implicit diffusion: "direct" (from x-pencils) or "transpose"
+    advection: str = "divergence"  # physics.advection: "divergence" or "skew_symmetric"
 
 
 def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,
@@ -64,7 +65,7 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
 
     worker = get_worker()
     domain = ChunkDomain(plan, worker, run_id, workers)
-    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit)
+    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit, plan.advection)
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
                   pencil["forcing_gradient"])
     with collective(worker, run_id, workers):

@@ -85,12 +85,9 @@ class LocalDomain:
     def implicit_z(self, increment, component: int, alpha: float):
         op = scaled_z_operator(self.bcs, self.grid, component, alpha)
         m = op.diag.size
-        xp = array_module(increment)
-        cols = xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
+        cols = z_columns(increment, m)
         tridiagonal.solve_shifted(cols, op, 0.0)
-        out = increment.copy()
-        out[:, :, :m] = xp.moveaxis(cols, 0, 2)
-        return out
+        return store_columns(increment, cols, m)
 
     def implicit_xyz(self, increment, component: int, alpha: float):
         bc = self.bcs.components[component]
@@ -119,6 +116,23 @@ class LocalDomain:
     @property
     def pencil_chunks(self) -> tuple:
         return tuple((n,) for n in self.grid.shape)
+
+
+def z_columns(increment, m: int):
+    """The first ``m`` z planes of ``increment`` as C-contiguous columns ``(m, ny, nx)``: a view of a
+    Fortran-ordered field, a copy of a C-ordered one."""
+    xp = array_module(increment)
+    return xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
+
+
+def store_columns(increment, cols, m: int):
+    """Solved ``cols`` back into ``increment`` in place (nothing to copy when they are a view of it);
+    returns ``increment``. The implicit solves overwrite their input: it is the stepper's own
+    temporary, and a copy would add one field to the step's peak memory."""
+    xp = array_module(increment)
+    if not xp.may_share_memory(cols, increment):
+        increment[:, :, :m] = xp.moveaxis(cols, 0, 2)
+    return increment
 
 
 def _cached(cache: dict, key: tuple, build, keep: int = 3):
@@ -388,10 +402,10 @@ class ChunkDomain:
         m_global = op.diag.size
         rows = [slice(self.dec.z[i].start, min(self.dec.z[i].stop, m_global)) for i in range(pz)]
         m = rows[q].stop - rows[q].start
-        cols = xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
+        cols = z_columns(increment, m)
         if pz == 1:
             tridiagonal.solve_shifted(cols, op, 0.0)
-            return self._with_columns(increment, cols, m)
+            return store_columns(increment, cols, m)
         # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it sends
         # an empty piece and has nothing to reconstruct.
         ncols = cols.shape[1] * cols.shape[2]
@@ -429,11 +443,4 @@ class ChunkDomain:
             mine = xp.concatenate(back, axis=1)
         if m:
             tridiagonal.reconstruct(cols, mine[0].reshape(cols.shape[1:]), mine[-1].reshape(cols.shape[1:]), own)
-        return self._with_columns(increment, cols, m)
-
-    @staticmethod
-    def _with_columns(increment, cols, m: int):
-        """``increment`` with its first ``m`` z planes replaced by the solved columns ``(m, ny, nx)``."""
-        out = increment.copy()
-        out[:, :, :m] = array_module(cols).moveaxis(cols, 0, 2)
-        return out
+        return store_columns(increment, cols, m)

@@ -221,22 +221,34 @@ def _shift(axis: int) -> tuple:
     return tuple(HI if ax == axis else C for ax in range(3))
 
 
-def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2)):
-    """Second differences along ``axes`` of padded component ``component`` (3: a centred field)."""
+def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0):
+    """``scale`` times the second differences along ``axes`` of padded component ``component`` (3: a
+    centred field). Built in place on at most two temporaries (it runs inside the substep's memory
+    peak, next to the padded fields and the explicit terms); 0 when ``axes`` is empty."""
     xp = array_module(A)
-    out = 0
-    if 0 in axes:
-        out = out + (A[HI, C, C] - 2 * A[C, C, C] + A[LO, C, C]) / m.dx**2
-    if 1 in axes:
-        out = out + (A[C, HI, C] - 2 * A[C, C, C] + A[C, LO, C]) / m.dy**2
-    if 2 in axes:
-        if component == 2:  # faces: differences over cells, divided by the face's control width
-            up, down, width = m.dzf[2:], m.dzf[1:-1], m.dzc[1:]
+    out = None
+    for axis in axes:
+        up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
+        if axis < 2:
+            up = down = 1.0
+            factor = scale / (m.dx if axis == 0 else m.dy) ** 2
+        elif component == 2:  # faces: differences over cells, divided by the face's control width
+            up, down, factor = m.dzf[2:], m.dzf[1:-1], scale / m.dzc[1:]
         else:  # centres: differences over centre distances, divided by the cell width
-            up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
-        up, down, width = (_z(v, xp, A.dtype) for v in (up, down, width))
-        out = out + ((A[C, C, HI] - A[C, C, C]) / up - (A[C, C, C] - A[C, C, LO]) / down) / width
-    return out
+            up, down, factor = m.dzc[1:], m.dzc[:-1], scale / m.dzf[1:-1]
+        term = A[up_sl] - A[C, C, C]
+        lower = A[C, C, C] - A[lo_sl]
+        if axis == 2:
+            term /= _z(up, xp, A.dtype)
+            lower /= _z(down, xp, A.dtype)
+        term -= lower
+        del lower
+        term *= factor if axis < 2 else _z(factor, xp, A.dtype)
+        if out is None:
+            out = term
+        else:
+            out += term
+    return 0 if out is None else out
 
 
 def advection(U, V, W, m: Metrics):

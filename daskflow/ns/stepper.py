@@ -129,7 +129,7 @@ class Stepper:
             terms = ((dt * a, rhs[i]),) + (((dt * b, state.history[i]),) if b else ())
             if implicit_axes:
                 increment = ops.update(None, P, m, i, g * dt, body[i], terms)
-                increment += g * dt * self.nu * ops.laplacian(padded[i], m, i, implicit_axes)
+                increment += ops.laplacian(padded[i], m, i, implicit_axes, g * dt * self.nu)
                 increment = self._implicit(increment, i, g * dt * self.nu / 2)
                 star = xp.add(f, increment, out=increment)
             else:
@@ -145,7 +145,7 @@ class Stepper:
             stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, g * dt, out=stars[i]), i)
         state.u, state.v, state.w = stars
         if implicit_axes:
-            phi = phi - g * dt * self.nu / 2 * ops.laplacian(Phi, m, 3, implicit_axes)
+            phi = phi - ops.laplacian(Phi, m, 3, implicit_axes, g * dt * self.nu / 2)
         state.p = state.p + phi
         if self.forcing["kind"] == "flow_rate":
             correction = self.forcing["value"][0] - self.bulk_velocity(state.u)

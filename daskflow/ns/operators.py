@@ -221,33 +221,32 @@ def _shift(axis: int) -> tuple:
     return tuple(HI if ax == axis else C for ax in range(3))
 
 
-def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0):
+def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0, out=None):
     """``scale`` times the second differences along ``axes`` of padded component ``component`` (3: a
-    centred field). Built in place on at most two temporaries (it runs inside the substep's memory
-    peak, next to the padded fields and the explicit terms); 0 when ``axes`` is empty."""
+    centred field): a new array, or added into ``out`` (interior-shaped) in place. It runs inside the
+    substep's memory peak, next to the padded fields and the explicit terms, so it works on one
+    temporary (two without ``out``); 0 when ``axes`` is empty and there is no ``out``."""
     xp = array_module(A)
-    out = None
     for axis in axes:
         up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
         if axis < 2:
-            up = down = 1.0
-            factor = scale / (m.dx if axis == 0 else m.dy) ** 2
-        elif component == 2:  # faces: differences over cells, divided by the face's control width
-            up, down, factor = m.dzf[2:], m.dzf[1:-1], scale / m.dzc[1:]
-        else:  # centres: differences over centre distances, divided by the cell width
-            up, down, factor = m.dzc[1:], m.dzc[:-1], scale / m.dzf[1:-1]
+            up_factor = down_factor = scale / (m.dx if axis == 0 else m.dy) ** 2
+        else:
+            if component == 2:  # faces: differences over cells, divided by the face's control width
+                up, down, width = m.dzf[2:], m.dzf[1:-1], m.dzc[1:]
+            else:  # centres: differences over centre distances, divided by the cell width
+                up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
+            up_factor, down_factor = (_z(scale / (d * width), xp, A.dtype) for d in (up, down))
         term = A[up_sl] - A[C, C, C]
-        lower = A[C, C, C] - A[lo_sl]
-        if axis == 2:
-            term /= _z(up, xp, A.dtype)
-            lower /= _z(down, xp, A.dtype)
-        term -= lower
-        del lower
-        term *= factor if axis < 2 else _z(factor, xp, A.dtype)
+        term *= up_factor
         if out is None:
-            out = term
+            out, term = term, A[C, C, C] - A[lo_sl]
         else:
             out += term
+            xp.subtract(A[C, C, C], A[lo_sl], out=term)
+        term *= down_factor
+        out -= term
+        del term
     return 0 if out is None else out
 
 

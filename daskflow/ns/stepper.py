@@ -49,6 +49,9 @@ class State:
     forcing_gradient: float = 0.0  # mean streamwise pressure gradient applied by flow-rate forcing
 
 
+VELOCITY = ("u", "v", "w")
+
+
 class Stepper:
     """Advance a :class:`State` for one grid, set of boundaries and physics on ``domain``."""
 
@@ -116,30 +119,42 @@ class Stepper:
         a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
         m, domain = self.metrics, self.domain
         xp = array_module(state.u)
-        fields = [state.u, state.v, state.w]
-        padded = domain.pad_velocity(fields)
+        # Memory: every field-sized array is released as soon as the substep is done with it (the
+        # previous substep's terms, the padded velocity, the old velocity components), so the peak
+        # stays near the state plus this substep's explicit terms and a few temporaries.
+        padded = domain.pad_velocity([state.u, state.v, state.w])
         rhs = self.explicit_terms(padded)
         P = domain.pad(state.p, self.bcs.p)
         implicit_axes = IMPLICIT_AXES[self.implicit]
+        if not implicit_axes:
+            padded = None  # only the explicit terms needed it
         pressure_gradient = self.forcing["kind"] == "pressure_gradient"
         body = [self.forcing["value"][i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
-        stars = []
-        for i, f in enumerate(fields):
+        history, state.history = list(state.history), rhs
+        for i, name in enumerate(VELOCITY):
             # u* = u + (dt a rhs + g dt (body - grad p) [+ dt b rhs_prev] [+ implicit part])
-            terms = ((dt * a, rhs[i]),) + (((dt * b, state.history[i]),) if b else ())
+            terms = ((dt * a, rhs[i]),) + (((dt * b, history[i]),) if b else ())
             if implicit_axes:
                 increment = ops.update(None, P, m, i, g * dt, body[i], terms)
-                increment += ops.laplacian(padded[i], m, i, implicit_axes, g * dt * self.nu)
+                del terms
+                ops.laplacian(padded[i], m, i, implicit_axes, g * dt * self.nu, out=increment)
+                padded[i] = None
                 increment = self._implicit(increment, i, g * dt * self.nu / 2)
-                star = xp.add(f, increment, out=increment)
+                star = xp.add(getattr(state, name), increment, out=increment)
             else:
-                star = ops.update(f, P, m, i, g * dt, body[i], terms)
-            stars.append(domain.keep_walls(star, i))
-        state.history = rhs
-        del padded, P
+                star = ops.update(getattr(state, name), P, m, i, g * dt, body[i], terms)
+                del terms
+            if b:
+                history[i] = None
+            setattr(state, name, domain.keep_walls(star, i))  # the old component is spent
+            del star
+        del P, padded, history
+        stars = [state.u, state.v, state.w]
         padded_stars = domain.pad_velocity(stars)
-        phi = domain.solve_pressure(ops.divergence(*padded_stars, m, g * dt))
-        del padded_stars
+        divergence = ops.divergence(*padded_stars, m, g * dt)
+        del padded_stars  # before the solve, which has its own work arrays
+        phi = domain.solve_pressure(divergence)
+        del divergence
         Phi = domain.pad(phi, self.bcs.p)
         for i in range(3):
             stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, g * dt, out=stars[i]), i)

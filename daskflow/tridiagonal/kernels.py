@@ -45,6 +45,27 @@ extern "C" __global__ void thomas_shifted(T* d, R* cp, const R* lower, const R* 
     }
 }
 """,
+    # Thomas with the same matrix for every column, factorised once into 1-D ``inv`` and ``cp``: no
+    # per-column workspace, one read and one write of d per sweep.
+    "thomas_uniform": r"""
+extern "C" __global__ void thomas_uniform(T* d, const R* lower, const R* inv, const R* cp, const int m,
+        const long long ncols) {
+    const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (col >= ncols) return;
+    T x = d[col] * inv[0];
+    d[col] = x;
+    for (int k = 1; k < m; ++k) {
+        const long long i = k * ncols + col;
+        x = (d[i] - lower[k] * x) * inv[k];
+        d[i] = x;
+    }
+    for (int k = m - 2; k >= 0; --k) {
+        const long long i = k * ncols + col;
+        x = d[i] - cp[k] * x;
+        d[i] = x;
+    }
+}
+""",
     # Periodic (cyclic) variant by Sherman-Morrison: solves T y = d and T z = u in one sweep.
     "thomas_cyclic_shifted": r"""
 extern "C" __global__ void thomas_cyclic_shifted(T* d, R* cp, R* zz, const R* lower,

@@ -40,6 +40,8 @@ def solve_shifted(d, op: Tridiagonal, shift):
     xp = array_module(d)
     m = d.shape[0]
     real = d.real.dtype
+    if np.ndim(shift) == 0 and not op.periodic:
+        return _solve_uniform(d, op, float(shift))
     cols_shape = d.shape[1:]
     shift = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(shift, dtype=real), cols_shape)).ravel()
     lower, diag, upper = (xp.asarray(c, dtype=real) for c in op[:3])
@@ -57,6 +59,34 @@ def solve_shifted(d, op: Tridiagonal, shift):
         return d
     bands = _shifted_bands(lower, diag, upper, shift)
     _solve_numpy(x, *bands, op.periodic)
+    return d
+
+
+def _solve_uniform(d, op: Tridiagonal, shift: float):
+    """:func:`solve_shifted` for one matrix shared by every column (a scalar ``shift``, not
+    periodic: the z-implicit diffusion solves): factorised once into 1-D ``inv`` and ``cp``, so the
+    sweep needs no per-column workspace (the general path allocates one or two fields of it)."""
+    lower, diag, upper = (np.asarray(c, dtype=np.float64) for c in op[:3])
+    m = diag.size
+    inv, cp = np.empty(m), np.empty(m)
+    inv[0] = 1.0 / (diag[0] + shift)
+    cp[0] = upper[0] * inv[0]
+    for k in range(1, m):  # the same operations, in the same order, as the per-column sweep
+        inv[k] = 1.0 / (diag[k] + shift - lower[k] * cp[k - 1])
+        cp[k] = upper[k] * inv[k]
+    xp = array_module(d)
+    x = columns_view(d)
+    real = d.real.dtype
+    if is_cupy_array(d):
+        kernels.launch("thomas_uniform", x.dtype, x.shape[1], x,
+                       *(xp.asarray(c, dtype=real) for c in (lower, inv, cp)), np.int32(m), np.int64(x.shape[1]))
+        return d
+    lower, inv, cp = (c.astype(real) for c in (lower, inv, cp))
+    x[0] *= inv[0]
+    for k in range(1, m):
+        x[k] = (x[k] - lower[k] * x[k - 1]) * inv[k]
+    for k in range(m - 2, -1, -1):
+        x[k] -= cp[k] * x[k + 1]
     return d
 
 

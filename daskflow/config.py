@@ -1,15 +1,16 @@
 """Run configuration: schema, defaults and validation (errors name the offending key).
 
 A configuration is a dict (or a YAML file) with the sections ``grid``, ``physics``, ``boundaries``,
-``time``, ``initial`` and ``solver``. ``physics.advection`` is ``divergence`` (conservative form,
-the default) or ``skew_symmetric`` (kinetic-energy conserving; :func:`daskflow.ns.operators.skew_advection`).
-``solver.pencils`` is ``[py, pz]`` or ``auto`` and
-``solver.poisson`` is ``ptdma``, ``ftm`` or ``auto``: ``auto`` times the candidates on the live cluster at
-set-up and writes the fastest into the run's configuration (:mod:`daskflow.autotune`; in process
-``pencils: auto`` is ``[1, 1]``). Unknown keys are errors; missing keys take the defaults
-below. :func:`load` returns a complete, validated, plain-data dict (JSON-serialisable), so it can be
-stored with the output and compared on restart. Nothing is executed: YAML is read with
-``yaml.safe_load``.
+``time``, ``initial`` and ``solver``. ``initial: {kind: checkpoint, path: STORE}`` starts a new run
+from the fields and clock of another run's latest checkpoint (same grid shape).
+``physics.advection`` is ``divergence`` (conservative form, the default) or ``skew_symmetric``
+(kinetic-energy conserving; :func:`daskflow.ns.operators.skew_advection`). ``solver.pencils`` is
+``[py, pz]`` or ``auto`` and ``solver.poisson`` is ``ptdma``, ``ftm`` or ``auto``: ``auto`` times
+the candidates on the live cluster at set-up and writes the fastest into the run's configuration
+(:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``). Unknown keys are errors;
+missing keys take the defaults below. :func:`load` returns a complete, validated, plain-data dict
+(JSON-serialisable), so it can be stored with the output and compared on restart. Nothing is
+executed: YAML is read with ``yaml.safe_load``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from daskflow.ns.boundaries import PRESETS
 FORCING = ("none", "pressure_gradient", "flow_rate")
 ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.operators.ADVECTION
 IMPLICIT = ("none", "z", "xyz")
-INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green")
+INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green", "checkpoint")
 MEANS = ("log_law", "laminar")
 POISSON = ("ptdma", "ftm", "auto")  # auto: the fastest on the live cluster (daskflow.autotune)
 AUTO = "auto"  # solver.pencils: auto picks the fastest (py, pz) with py * pz = workers
@@ -39,7 +40,8 @@ DEFAULTS: dict[str, Any] = {
     "physics": {"nu": 1.0e-3, "forcing": {"kind": "none", "value": [0.0, 0.0]}, "advection": "divergence"},
     "boundaries": {"preset": "channel"},
     "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
-    "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law"},
+    "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law",
+                "path": None},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto", "z_solve": "direct"},
     "output": {"store": None, "scalars_every": 1, "profiles_every": 10, "fields_every": 0, "slices_every": 0,
                "slices": {}, "checkpoint_every": 0, "compression": "zstd", "shards": "auto"},
@@ -161,6 +163,8 @@ def validate(config: dict) -> dict:
     i["amplitude"] = _number(i["amplitude"], "initial.amplitude", minimum=0.0)
     i["seed"] = _integer(i["seed"], "initial.seed")
     i["value"] = _vector(i["value"], 3, "initial.value")
+    if i["kind"] == "checkpoint" and not isinstance(i["path"], str):
+        _fail("initial.path", f"must be the store (path or URL) whose checkpoint starts the run; got {i['path']!r}")
     _choice(i["mean"], MEANS, "initial.mean")
     s = cfg["solver"]
     _choice(s["poisson"], POISSON, "solver.poisson")

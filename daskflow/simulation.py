@@ -53,6 +53,8 @@ def check(config: dict) -> None:
     kind = config["physics"]["forcing"]["kind"]
     if kind != "none" and not bcs.periodic(0):
         raise ValueError(f"config physics.forcing.kind: {kind!r} needs a periodic x direction")
+    if config["initial"]["kind"] == "checkpoint":
+        _check_initial_checkpoint(config["initial"]["path"], grid.shape)
     s = config["solver"]
     pencils = (1, 1) if s["pencils"] == "auto" else tuple(s["pencils"])  # auto: [1, 1] fits every valid grid
     methods = ("ptdma", "ftm") if s["poisson"] == "auto" else (s["poisson"],)
@@ -64,6 +66,18 @@ def check(config: dict) -> None:
         except ValueError as exc:
             errors.append(exc)
     raise ValueError(f"config solver.{errors[0]}") from errors[0]
+
+
+def _check_initial_checkpoint(path: str, shape: tuple) -> None:
+    """``initial.path`` must hold a complete checkpoint of a run on the same grid shape."""
+    from daskflow.io import store
+
+    if not store.exists(path) or store.current_slot(path) is None:
+        raise ValueError(f"config initial.path: {path!r} holds no complete checkpoint")
+    stored = tuple(store.root_config(path)["grid"]["shape"])
+    if stored != tuple(shape):
+        raise ValueError(f"config initial.path: the checkpoint's grid is {list(stored)}, this run's grid.shape is "
+                         f"{list(shape)} (they must be equal)")
 
 
 class WorkerLost(RuntimeError):
@@ -198,6 +212,10 @@ class Simulation:
             store.check_alignment(self.store, pencil_chunks(self.grid.shape, self.config["solver"]["pencils"]))
         fields, clock = store.read_checkpoint(self.store)
         store.truncate_after(self.store, clock["step"])
+        self._start_from(fields, clock)
+
+    def _start_from(self, fields: dict, clock: dict) -> None:
+        """Set the fields and the clock (time, step, dt, forcing gradient) of a checkpoint."""
         self.set(**fields)
         self.state.time, self.state.step = clock["time"], clock["step"]
         self.state.dt, self.state.forcing_gradient = clock["dt"], clock["forcing_gradient"]
@@ -317,6 +335,10 @@ class Simulation:
         elif kind == "taylor_green":
             u, v, w = initial.taylor_green(self.grid, ini["amplitude"] or 1.0)
             self.set(u=u, v=v, w=w)
+        elif kind == "checkpoint":  # fields and clock of another run (a new run, its own store)
+            from daskflow.io import store
+
+            self._start_from(*store.read_checkpoint(ini["path"]))
         elif kind == "turbulent_channel":
             mean = {"log_law": initial.turbulent_channel_mean, "laminar": initial.laminar_channel}[ini["mean"]]
             base = mean(self.grid, physics["nu"], physics["forcing"])

@@ -256,3 +256,33 @@ def test_fsspec_url_store_and_shards(tmp_path):
     with pytest.raises(ValueError, match="output.shards"):
         Simulation(_config(tmp_path / "x.zarr") | {"output": {**_config(tmp_path / "x.zarr")["output"],
                                                               "shards": "yes"}})
+
+
+def test_a_new_run_starts_from_another_runs_checkpoint(tmp_path):
+    """``initial: {kind: checkpoint, path}``: a new run (its own store) continues the fields and
+    the clock of another run's latest checkpoint bit-for-bit; a wrong grid or a store without a
+    checkpoint is refused before anything is written."""
+    straight = Simulation(_config(tmp_path / "a.zarr")).run(steps=8)
+    Simulation(_config(tmp_path / "b.zarr")).run(steps=4)  # its checkpoint: step 4
+    cfg = _config(tmp_path / "c.zarr")
+    cfg["initial"] = {"kind": "checkpoint", "path": str(tmp_path / "b.zarr")}
+    child = Simulation(cfg)
+    assert child.step == 4
+    child.run(steps=4)
+    assert child.step == 8 and child.time == straight.time
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(child.state, name)), to_numpy(getattr(straight.state, name)))
+    wrong = _config(tmp_path / "d.zarr")
+    wrong["grid"]["shape"] = [16, 8, 12]
+    wrong["initial"] = cfg["initial"]
+    with pytest.raises(ValueError, match=r"initial\.path: the checkpoint's grid is \[16, 8, 24\]"):
+        Simulation(wrong)
+    empty = _config(tmp_path / "e.zarr")
+    empty["initial"] = {"kind": "checkpoint", "path": str(tmp_path / "nowhere.zarr")}
+    with pytest.raises(ValueError, match="initial.path: .* holds no complete checkpoint"):
+        Simulation(empty)
+    missing = _config(tmp_path / "f.zarr")
+    missing["initial"] = {"kind": "checkpoint"}
+    with pytest.raises(ValueError, match="config initial.path: must be the store"):
+        Simulation(missing)
+    assert not (tmp_path / "d.zarr").exists() and not (tmp_path / "e.zarr").exists()

@@ -56,7 +56,7 @@ class ClusterState:
 
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
     """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client."""
-    workers = live_workers(client, solver.plan.decomposition.py * solver.plan.decomposition.pz)
+    workers = live_workers(client)  # chunks are dealt round-robin: any number of workers
     cache_key = (client.id, xp_name, tuple(workers))
     cache = solver.__dict__.setdefault("_cluster_states", {})
     if cache_key in cache:
@@ -173,7 +173,7 @@ def persist_home(solver, b, client) -> da.Array:
     chunks = home_chunks(solver)
     arr = b if isinstance(b, da.Array) else da.from_array(b, chunks=chunks, asarray=False)
     arr = arr.rechunk(chunks, method="tasks") if arr.chunks != chunks else arr
-    workers = live_workers(client, solver.plan.decomposition.py * solver.plan.decomposition.pz)
+    workers = live_workers(client)  # chunks are dealt round-robin: any number of workers
     pz = solver.plan.decomposition.pz
     placement = {(arr.name, 0, p, q): chunk_owner((p, q), workers, pz)
                  for p in range(len(chunks[1])) for q in range(len(chunks[2]))}

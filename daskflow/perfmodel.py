@@ -74,7 +74,9 @@ H200_DASK = Machine(
     intra_a2a_bw=188e9,  # transpose_4xH200: raw all-to-all, 4 GPUs, 1 GiB: 0.75 GiB out in 4.27 ms
     inter_bw=25e9,  # not measured (one host); a placeholder of one 200 Gb/s NIC per GPU
     exchange_latency=3.3e-3,  # transpose_4xH200 direct chained (64 MiB, 1 GiB) minus links and copies
-    ns_exchange_latency=11.0e-3,  # channel_step_4xH200: 296.8 ms per step, 22 exchanges (calibration point)
+    # channel_step_4xH200: 296.8 ms per step (calibration point, measured while the pressure still had
+    # its own halo exchange; the model counts the current code's exchanges, one pair fewer per substep)
+    ns_exchange_latency=13.3e-3,
     solve_overhead=7.0e-3,  # poisson_distributed, 1 GPU: median chained 12.0 ms minus the 4.9 ms floor
     task_hop=6.25e-3,  # DESIGN.md section 6: one hop between dependent tasks (chain of 50)
     stage_exchange_base=10.2e-3,  # transpose stage chained (2 and 4 GPUs, both files): least squares
@@ -366,7 +368,7 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
         return _exchange(f"halo-{'yz'[axis - 1]}x{fields}", lay, src[:, 0], src[:, 1], dst[:, 0], dst[:, 1],
                          np.array(nb), machine, assemble=False)
 
-    for fields in (3, 1, 3, 1):  # pad_velocity, pad(p), pad_velocity(stars), pad(Phi)
+    for fields in (4, 3, 1):  # pad_velocity with p, pad_velocity(stars), pad(Phi)
         for axis in (1, 2):
             e = halo(axis, fields)
             if e is not None:

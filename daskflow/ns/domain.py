@@ -71,8 +71,10 @@ class LocalDomain:
     def pad(self, a, bc, component=None):
         return ops.pad(a, bc, component)
 
-    def pad_velocity(self, fields):
-        return [self.pad(f, self.bcs.components[i], i) for i, f in enumerate(fields)]
+    def pad_velocity(self, fields, pressure=None):
+        """The three velocity components padded, and the pressure after them when given."""
+        out = [self.pad(f, self.bcs.components[i], i) for i, f in enumerate(fields)]
+        return out if pressure is None else [*out, self.pad(pressure, self.bcs.p)]
 
     def solve_pressure(self, rhs):
         return self.poisson.solve(_fortran(rhs))
@@ -259,10 +261,16 @@ class ChunkDomain:
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]
 
-    def pad_velocity(self, fields):
-        names = ("u", "v", "w")
+    def pad_velocity(self, fields, pressure=None):
+        """The three velocity components padded, and the pressure after them when given: one halo
+        exchange per axis for all of them."""
+        names = ["u", "v", "w"]
         bcs = {n: (ops.bc_of(self.bcs.components[i]), i) for i, n in enumerate(names)}
-        out = self.pad_many(dict(zip(names, fields, strict=True)), bcs)
+        blocks = dict(zip(names, fields, strict=True))
+        if pressure is not None:
+            names.append("p")
+            bcs["p"], blocks["p"] = (ops.bc_of(self.bcs.p), None), pressure
+        out = self.pad_many(blocks, bcs)
         return [out[n] for n in names]
 
     # ---------------------------------------------------------------- reductions and walls

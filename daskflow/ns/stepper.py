@@ -122,9 +122,8 @@ class Stepper:
         # Memory: every field-sized array is released as soon as the substep is done with it (the
         # previous substep's terms, the padded velocity, the old velocity components), so the peak
         # stays near the state plus this substep's explicit terms and a few temporaries.
-        padded = domain.pad_velocity([state.u, state.v, state.w])
+        *padded, P = domain.pad_velocity([state.u, state.v, state.w], state.p)  # one halo exchange per axis
         rhs = self.explicit_terms(padded)
-        P = domain.pad(state.p, self.bcs.p)
         implicit_axes = IMPLICIT_AXES[self.implicit]
         if not implicit_axes:
             padded = None  # only the explicit terms needed it

@@ -343,36 +343,31 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
     ny_p, nz_q = _sizes(ny, py), _sizes(nz, pz)
     out = []
 
-    def halo(axis, fields):
-        n = (py, pz)[axis - 1]
-        src, dst, nb = [], [], []
+    def halo(fields):
+        """One halo exchange as :meth:`ChunkDomain.pad_many` makes it: y faces ``(nx+2) nz_q``, z faces
+        ``(nx+2) ny_p`` and edge lines ``nx+2`` from the diagonal neighbours, per field."""
+        from daskflow.ns.domain import OFFSETS, _neighbour
+
+        pieces = {}
         for p in range(py):
             for q in range(pz):
-                d = (p, q)
-                i = d[axis - 1]
-                wrap = (lambda j: j % n) if periodic[axis] else (lambda j: j)  # noqa: E731
-                seen = []
-                for step in (-1, 1):
-                    j = wrap(i + step)
-                    if 0 <= j < n and j not in seen:
-                        seen.append(j)
-                        planes = (wrap(i - 1) == j) + (wrap(i + 1) == j)
-                        plane = (nx + 2) * nz_q[q] if axis == 1 else (nx + 2) * (ny_p[p] + 2)
-                        s = (j, q) if axis == 1 else (p, j)
-                        src.append(s)
-                        dst.append(d)
-                        nb.append(planes * plane * fields * itemsize)
-        if not src:
+                for oy, oz in OFFSETS:
+                    s = _neighbour((p, q), (oy, oz), (py, pz), (periodic[1], periodic[2]))
+                    if s is None:
+                        continue
+                    size = (nx + 2) * (nz_q[q] if oz == 0 else ny_p[p] if oy == 0 else 1)
+                    pieces[(s, (p, q))] = pieces.get((s, (p, q)), 0) + size * fields * itemsize
+        if not pieces:
             return None
-        src, dst = np.array(src), np.array(dst)
-        return _exchange(f"halo-{'yz'[axis - 1]}x{fields}", lay, src[:, 0], src[:, 1], dst[:, 0], dst[:, 1],
-                         np.array(nb), machine, assemble=False)
+        src = np.array([s for s, _ in pieces])
+        dst = np.array([d for _, d in pieces])
+        return _exchange(f"halo-x{fields}", lay, src[:, 0], src[:, 1], dst[:, 0], dst[:, 1],
+                         np.array(list(pieces.values())), machine, assemble=False)
 
-    for fields in (4, 3, 1):  # pad_velocity with p, pad_velocity(stars), pad(Phi)
-        for axis in (1, 2):
-            e = halo(axis, fields)
-            if e is not None:
-                out.append(e)
+    for fields in (4, 3, 1):  # pad_velocity with p, pad_velocity(stars), pad(Phi): one exchange each
+        e = halo(fields)
+        if e is not None:
+            out.append(e)
     if implicit == "z" and pz > 1:
         for component, unknowns in enumerate((nz, nz, nz - 1)):  # u, v cell centred; w on faces (walls)
             starts = np.concatenate([[0], np.cumsum(nz_q)[:-1]])

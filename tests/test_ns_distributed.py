@@ -104,3 +104,20 @@ def test_every_pencil_is_scattered_under_its_own_key(cluster):
     assert not held & {"u", "v", "w", "p", "time", "step", "dt", "forcing_gradient"}
     for name in "uvwp":
         np.testing.assert_array_equal(to_numpy(getattr(sim, name).compute()), to_numpy(getattr(sim.state, name)))
+
+
+@pytest.mark.parametrize("implicit", ["none", "z"])
+def test_duct_with_walls_on_y_and_z_equals_the_single_chunk_run(cluster, implicit):
+    """Walls on both decomposed axes (a square duct, moving wall on top): every halo edge of a
+    pencil comes from a diagonal neighbour, a wall along y, a wall along z, or both."""
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["boundaries"] = {"preset": "channel", "u": {"y": "DD", "z_values": [0.0, 0.5]}, "v": {"y": "DD"},
+                         "w": {"y": "DD"}}
+    cfg["time"]["implicit_diffusion"] = implicit
+    reference = Simulation(cfg).run(steps=6)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=6)
+    for name in "uvwp":
+        ref = to_numpy(getattr(reference.state, name))
+        np.testing.assert_allclose(to_numpy(getattr(sim, name).compute()), ref, rtol=0, atol=1e-10 * np.abs(ref).max())

@@ -64,10 +64,13 @@ def test_ptdma_moves_less_than_ftm_and_bytes_shrink_with_py():
 def test_halo_and_z_solve_bytes_by_hand():
     nx, ny, nz = 8, 6, 4
     ex = {e.name: e for e in pm.step_exchanges((nx, ny, nz), (2, 2), 4)}
-    # y periodic with 2 chunks: each chunk gets both ghost planes from its one neighbour
-    assert ex["halo-yx3"].total_bytes == 4 * 2 * (nx + 2) * 2 * 3 * 8
-    # z walls with 2 chunks: one plane from the neighbour, ny_p + 2 wide after the y pad
-    assert ex["halo-zx1"].total_bytes == 4 * (nx + 2) * (3 + 2) * 1 * 8
+    # one exchange per pad, per chunk: y periodic with 2 chunks gives both y faces (nz_q = 2 deep) from
+    # the one y neighbour; the z walls one z face (ny_p = 3 wide) from the other z chunk; the diagonal
+    # chunk sends the two edge lines on the side facing the z neighbour
+    per_chunk = (nx + 2) * (2 * 2 + 3 + 2)
+    assert ex["halo-x3"].total_bytes == 4 * per_chunk * 3 * 8
+    assert ex["halo-x1"].total_bytes == 4 * per_chunk * 1 * 8
+    assert ex["halo-x4"].peers == 3
     # z-solve all-gather: two boundary rows of nx * ny_p columns to each of the pz chunks
     assert ex["zsolve-u"].total_bytes == 4 * 2 * 2 * nx * 3 * 8
     assert ex["bulk-allreduce"].total_bytes == 16 * 8

@@ -157,35 +157,46 @@ def weighted_sum(u, dz) -> float:
 # ---------------------------------------------------------------------------- one pencil per worker
 
 
-def _halo_sources(key, axis: int, counts, periodic: bool) -> list:
-    """Neighbours of chunk ``key`` along ``axis`` (1: y, 2: z) that send it halo planes."""
-    index, n = key[axis - 1], counts[axis - 1]
+OFFSETS = tuple((oy, oz) for oy in (-1, 0, 1) for oz in (-1, 0, 1) if (oy, oz) != (0, 0))
+
+
+def _neighbour(key, offset, counts, periodic) -> tuple | None:
+    """The chunk at ``offset = (oy, oz)`` from ``key`` (wrapped on periodic axes), or ``None``
+    beyond a wall."""
     out = []
-    for step in (-1, 1):
+    for index, step, n, wrap in zip(key, offset, counts, periodic, strict=True):
         j = index + step
-        if periodic:
+        if wrap:
             j %= n
-        if 0 <= j < n:
-            other = list(key)
-            other[axis - 1] = j
-            if tuple(other) not in out:
-                out.append(tuple(other))
+        if not 0 <= j < n:
+            return None
+        out.append(j)
+    return tuple(out)
+
+
+def _halo_sources(domain, key) -> list:
+    """Every chunk that sends ``key`` halo planes: its neighbours along y and z and diagonally."""
+    out = []
+    for offset in OFFSETS:
+        other = _neighbour(key, offset, domain.counts, domain.periodic_yz)
+        if other is not None and other not in out:
+            out.append(other)
     return out
 
 
-def _cut_halos(axis: int, domain, src, blocks, dst):
-    """Planes of ``src``'s padded fields that ``dst`` needs along ``axis``."""
-    counts = domain.counts
-    n, i_src, i_dst = counts[axis - 1], src[axis - 1], dst[axis - 1]
-    wrap = (lambda i: i % n) if domain.bcs.periodic(axis) else (lambda i: i)  # noqa: E731
-    planes = {}
-    for name, a in blocks.items():
-        size = a.shape[axis]
-        if wrap(i_dst - 1) == i_src:  # src is below dst: its top plane is dst's lower ghost
-            planes[(name, 0)] = ops._take(a, axis, slice(size - 1, size)).copy()
-        if wrap(i_dst + 1) == i_src:
-            planes[(name, 1)] = ops._take(a, axis, slice(0, 1)).copy()
-    return planes
+def _cut_halos(domain, src, blocks, dst) -> dict:
+    """The planes (faces) and lines (edges) of ``src``'s x-padded fields that ``dst`` needs, keyed
+    ``(name, oy, oz)`` by where ``src`` sits relative to ``dst``."""
+    pieces = {}
+    for oy, oz in OFFSETS:
+        if _neighbour(dst, (oy, oz), domain.counts, domain.periodic_yz) != src:
+            continue
+        for name, a in blocks.items():
+            ny, nz = a.shape[1], a.shape[2]
+            ys = slice(ny - 1, ny) if oy < 0 else slice(0, 1) if oy > 0 else slice(None)
+            zs = slice(nz - 1, nz) if oz < 0 else slice(0, 1) if oz > 0 else slice(None)
+            pieces[(name, oy, oz)] = array_module(a).ascontiguousarray(a[:, ys, zs])
+    return pieces
 
 
 class ChunkDomain:
@@ -200,6 +211,7 @@ class ChunkDomain:
         self.poisson_plan = ns_plan.poisson_plan
         dec = self.poisson_plan.decomposition
         self.dec, self.counts = dec, dec.pencils
+        self.periodic_yz = (self.bcs.periodic(1), self.bcs.periodic(2))
         self.owner = lambda k: chunk_owner(k, workers, dec.pz)  # noqa: E731
         mine = [k for k in dec.indices if self.owner(k) == worker.address]
         if len(mine) != 1:
@@ -227,36 +239,51 @@ class ChunkDomain:
 
     # ---------------------------------------------------------------- halos
 
-    def _exchange_axis(self, blocks: dict, bcs: dict, axis: int) -> dict:
-        """Pad every field of ``blocks`` along ``axis`` with neighbours' planes or wall ghosts."""
-        periodic = self.bcs.periodic(axis)
-        sources = lambda d: _halo_sources(d, axis, self.counts, periodic)  # noqa: E731
-        pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, sources, partial(_cut_halos, axis),
-                                  None)[self.key]
-        received = {}
-        for piece in pieces:
-            received.update(piece)
-        out = {}
-        for name, a in blocks.items():
-            xp = array_module(a)
-            (pairs, values), component = bcs[name]
-            ghosts = []
-            for side in (0, 1):
-                if (name, side) in received:
-                    ghosts.append(received[(name, side)])
-                else:
-                    ghosts.append(ops.ghost_plane(a, axis, side, pairs[axis][side], values[axis][side],
-                                                  component == axis))
-            out[name] = xp.concatenate([ghosts[0], a, ghosts[1]], axis=axis)
-        return out
-
     def pad_many(self, fields: dict, bcs: dict) -> dict:
-        """``fields[name]`` padded by one cell, ``bcs[name] = ((pairs, values), component)``."""
+        """``fields[name]`` padded by one cell, ``bcs[name] = ((pairs, values), component)``.
+
+        x is padded locally; the y and z ghosts, edges included, arrive in one exchange with the up
+        to eight neighbours (faces from the y and z neighbours, edge lines from the diagonal ones).
+        Where a side is a wall the ghosts follow the boundary conditions, y before z, exactly as
+        padding y and then z one after the other would give them."""
         blocks = {name: ops.pad_axis(a, 0, bcs[name][0][0][0], bcs[name][0][1][0], bcs[name][1] == 0)
                   for name, a in fields.items()}
-        for axis in (1, 2):
-            blocks = self._exchange_axis(blocks, bcs, axis)
-        return blocks
+        received = {}
+        for piece in self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
+                                      _cut_halos, None)[self.key]:
+            received.update(piece)
+        return {name: self._assemble_halos(name, a, bcs[name], received) for name, a in blocks.items()}
+
+    @staticmethod
+    def _assemble_halos(name: str, a, bc, received: dict):
+        """The x-padded block ``a`` with its y and z ghosts from ``received`` or the walls."""
+        xp = array_module(a)
+        (pairs, values), component = bc
+
+        def wall(b, axis, side):
+            return ops.ghost_plane(b, axis, side, pairs[axis][side], values[axis][side], component == axis)
+
+        nx2, ny, nz = a.shape
+        out = xp.empty((nx2, ny + 2, nz + 2), dtype=a.dtype, order=ops.memory_order(xp))
+        out[:, 1:-1, 1:-1] = a
+        rows = {-1: slice(0, 1), 0: slice(1, ny + 1), 1: slice(ny + 1, ny + 2)}
+        cols = {-1: slice(0, 1), 0: slice(1, nz + 1), 1: slice(nz + 1, nz + 2)}
+        y_faces = {}
+        for oy in (-1, 1):
+            face = received.get((name, oy, 0))
+            y_faces[oy] = wall(a, 1, (oy + 1) // 2) if face is None else face
+            out[:, rows[oy], cols[0]] = y_faces[oy]
+        for oz in (-1, 1):
+            face = received.get((name, 0, oz))
+            out[:, rows[0], cols[oz]] = wall(a, 2, (oz + 1) // 2) if face is None else face
+            for oy in (-1, 1):
+                edge = received.get((name, oy, oz))
+                if edge is None and face is not None and (name, oy, 0) not in received:
+                    edge = wall(face, 1, (oy + 1) // 2)  # y wall: the neighbour's own y ghost of its face
+                elif edge is None:
+                    edge = wall(y_faces[oy], 2, (oz + 1) // 2)  # z wall: the z ghost of the y ghost row
+                out[:, rows[oy], cols[oz]] = edge
+        return out
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]

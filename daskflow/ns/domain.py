@@ -67,6 +67,7 @@ class LocalDomain:
         self.metrics = ops.Metrics.of(self.grid, self.bcs.periodic(2))
         self.poisson = PoissonSolver(self.grid, self.bcs.p, "ccc", self.poisson_method, self.pencils, self.dtype)
         self._helmholtz: dict = {}
+        self._z_solvers: dict = {}
 
     def pad(self, a, bc, component=None):
         return ops.pad(a, bc, component)
@@ -86,10 +87,7 @@ class LocalDomain:
 
     def implicit_z(self, increment, component: int, alpha: float):
         op = scaled_z_operator(self.bcs, self.grid, component, alpha)
-        m = op.diag.size
-        cols = z_columns(increment, m)
-        tridiagonal.solve_shifted(cols, op, 0.0)
-        return store_columns(increment, cols, m)
+        return solve_z_locally(self._z_solvers, increment, op, (component, alpha))
 
     def implicit_xyz(self, increment, component: int, alpha: float):
         bc = self.bcs.components[component]
@@ -135,6 +133,21 @@ def store_columns(increment, cols, m: int):
     if not xp.may_share_memory(cols, increment):
         increment[:, :, :m] = xp.moveaxis(cols, 0, 2)
     return increment
+
+
+def solve_z_locally(cache: dict, increment, op: Tridiagonal, key: tuple):
+    """``op`` solved along z for every column of ``increment`` (all of z here), in place. The
+    matrix is the same for every column: factorised once per ``key`` (component, alpha) on the host
+    into 1-D arrays, moved to the device once, reused while ``dt`` stays the same."""
+    m = op.diag.size
+    cols = z_columns(increment, m)
+
+    def build():
+        lower, diag, upper = (np.asarray(c, dtype=np.float64)[:, None] for c in op[:3])
+        return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(cols))
+
+    _cached(cache, key, build).solve(cols, overwrite=True)
+    return store_columns(increment, cols, m)
 
 
 def _cached(cache: dict, key: tuple, build, keep: int = 3):
@@ -437,10 +450,9 @@ class ChunkDomain:
         m_global = op.diag.size
         rows = [slice(self.dec.z[i].start, min(self.dec.z[i].stop, m_global)) for i in range(pz)]
         m = rows[q].stop - rows[q].start
-        cols = z_columns(increment, m)
         if pz == 1:
-            tridiagonal.solve_shifted(cols, op, 0.0)
-            return store_columns(increment, cols, m)
+            return solve_z_locally(self._z_solvers, increment, op, (component, alpha))
+        cols = z_columns(increment, m)
         # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it sends
         # an empty piece and has nothing to reconstruct.
         ncols = cols.shape[1] * cols.shape[2]

@@ -45,8 +45,9 @@ extern "C" __global__ void thomas_shifted(T* d, R* cp, const R* lower, const R* 
     }
 }
 """,
-    # Thomas with the same matrix for every column, factorised once into 1-D ``inv`` and ``cp``: no
-    # per-column workspace, one read and one write of d per sweep.
+    # factored_solve (below) for one matrix shared by every column: the factorisation ``inv``,
+    # ``cp`` is 1-D, so no per-column workspace or coefficients are read; one read and one write of
+    # d per sweep (the periodic correction, if any, follows as array operations).
     "thomas_uniform": r"""
 extern "C" __global__ void thomas_uniform(T* d, const R* lower, const R* inv, const R* cp, const int m,
         const long long ncols) {

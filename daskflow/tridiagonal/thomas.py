@@ -40,8 +40,6 @@ def solve_shifted(d, op: Tridiagonal, shift):
     xp = array_module(d)
     m = d.shape[0]
     real = d.real.dtype
-    if np.ndim(shift) == 0 and not op.periodic:
-        return _solve_uniform(d, op, float(shift))
     cols_shape = d.shape[1:]
     shift = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(shift, dtype=real), cols_shape)).ravel()
     lower, diag, upper = (xp.asarray(c, dtype=real) for c in op[:3])
@@ -59,34 +57,6 @@ def solve_shifted(d, op: Tridiagonal, shift):
         return d
     bands = _shifted_bands(lower, diag, upper, shift)
     _solve_numpy(x, *bands, op.periodic)
-    return d
-
-
-def _solve_uniform(d, op: Tridiagonal, shift: float):
-    """:func:`solve_shifted` for one matrix shared by every column (a scalar ``shift``, not
-    periodic: the z-implicit diffusion solves): factorised once into 1-D ``inv`` and ``cp``, so the
-    sweep needs no per-column workspace (the general path allocates one or two fields of it)."""
-    lower, diag, upper = (np.asarray(c, dtype=np.float64) for c in op[:3])
-    m = diag.size
-    inv, cp = np.empty(m), np.empty(m)
-    inv[0] = 1.0 / (diag[0] + shift)
-    cp[0] = upper[0] * inv[0]
-    for k in range(1, m):  # the same operations, in the same order, as the per-column sweep
-        inv[k] = 1.0 / (diag[k] + shift - lower[k] * cp[k - 1])
-        cp[k] = upper[k] * inv[k]
-    xp = array_module(d)
-    x = columns_view(d)
-    real = d.real.dtype
-    if is_cupy_array(d):
-        kernels.launch("thomas_uniform", x.dtype, x.shape[1], x,
-                       *(xp.asarray(c, dtype=real) for c in (lower, inv, cp)), np.int32(m), np.int64(x.shape[1]))
-        return d
-    lower, inv, cp = (c.astype(real) for c in (lower, inv, cp))
-    x[0] *= inv[0]
-    for k in range(1, m):
-        x[k] = (x[k] - lower[k] * x[k - 1]) * inv[k]
-    for k in range(m - 2, -1, -1):
-        x[k] -= cp[k] * x[k + 1]
     return d
 
 
@@ -139,7 +109,9 @@ class FactoredTridiagonal:
 
     ``lower[k]`` multiplies unknown ``k - 1`` and ``upper[k]`` unknown ``k + 1``; with
     ``periodic`` the corners ``lower[0]`` (row 0 -> unknown m-1) and ``upper[m-1]`` close the cycle.
-    Arrays are kept on the device of ``diag``.
+    Arrays are kept on the device of ``diag`` (:meth:`to` moves them). Coefficients of one column,
+    ``(m, 1)``, are one matrix shared by every column of ``d`` (the z-implicit diffusion solves: no
+    per-column workspace at all).
     """
 
     lower: object
@@ -175,28 +147,40 @@ class FactoredTridiagonal:
             vlast = alpha / gamma
         return cls(lo, inv_den, cp, zz, xp.ascontiguousarray(vlast.reshape(-1)), periodic)
 
-    def solve(self, d):
-        """Solve for ``d`` of shape ``(m, *cols)`` matching the factorised columns."""
+    def to(self, xp) -> FactoredTridiagonal:
+        """The same factorisation with its arrays in array module ``xp`` (set-up: one transfer)."""
+        arrays = {f: xp.asarray(getattr(self, f)) for f in ("lower", "inv_den", "cp", "zz", "vlast")}
+        return FactoredTridiagonal(**arrays, periodic=self.periodic)
+
+    def solve(self, d, overwrite: bool = False):
+        """Solve for ``d`` of shape ``(m, *cols)`` matching the factorised columns (or any columns
+        for a shared matrix); into ``d`` itself with ``overwrite`` (it must be C-contiguous)."""
         xp = array_module(d)
-        x = xp.ascontiguousarray(d).reshape(d.shape[0], -1).copy()
+        x = columns_view(d) if overwrite else xp.ascontiguousarray(d).reshape(d.shape[0], -1).copy()
         real = x.real.dtype
         lower, inv_den, cp, zz, vlast = (xp.asarray(a, dtype=real) for a in
                                          (self.lower, self.inv_den, self.cp, self.zz, self.vlast))
-        if is_cupy_array(d):
+        shared = self.cp.shape[1] == 1 < x.shape[1]
+        if is_cupy_array(d) and shared:
+            kernels.launch("thomas_uniform", x.dtype, x.shape[1], x, lower.ravel(), inv_den.ravel(), cp.ravel(),
+                           np.int32(x.shape[0]), np.int64(x.shape[1]))
+        elif is_cupy_array(d):
             kernels.launch("factored_solve", x.dtype, x.shape[1], x, lower, inv_den, cp,
                            xp.ascontiguousarray(zz), vlast, np.int32(x.shape[0]),
                            np.int64(x.shape[1]), np.int32(self.periodic))
             return x.reshape(d.shape)
-        y = _factored_sweep(x, lower, inv_den, cp)
+        else:
+            _factored_sweep(x, lower, inv_den, cp, out=x)
         if self.periodic:
-            factor = (y[0] + vlast * y[-1]) / (1.0 + zz[0] + vlast * zz[-1])
-            y = y - factor * zz
-        return y.reshape(d.shape)
+            x -= (x[0] + vlast * x[-1]) / (1.0 + zz[0] + vlast * zz[-1]) * zz
+        return x.reshape(d.shape)
 
 
-def _factored_sweep(d, lower, inv_den, cp):
+def _factored_sweep(d, lower, inv_den, cp, out=None):
+    """The two sweeps of a factorised solve into ``out`` (may be ``d``); coefficients broadcast
+    over the columns of ``d``."""
     xp = array_module(d)
-    x = xp.empty_like(d)
+    x = xp.empty_like(d) if out is None else out
     x[0] = d[0] * inv_den[0]
     for k in range(1, d.shape[0]):
         x[k] = (d[k] - lower[k] * x[k - 1]) * inv_den[k]

@@ -378,7 +378,8 @@ class ChunkDomain:
             out = algorithms.ptdma(executor, plan, {self.key: rhs}, *setup, head=head, tail=tail)
         else:
             out = algorithms.ftm(executor, plan, {self.key: rhs}, head=head, tail=tail)
-        return array_module(rhs).ascontiguousarray(out[self.key])
+        # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
+        return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
 
     def solve_pressure(self, rhs):
         if self._pressure_setup_cache is None:  # computed on first use (not in checkpoint/diagnostic tasks)

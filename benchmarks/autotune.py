@@ -26,7 +26,6 @@ Prints one JSON document (device, versions, both tables, the pick and its table,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -37,6 +36,7 @@ import uuid
 from importlib import metadata
 
 import numpy as np
+from emit import emit
 
 LENGTHS = (4.0, 2.0, 2.0)
 Z_STRETCH = 2.0
@@ -247,11 +247,7 @@ def main() -> None:
     }
     document["within_5_percent"] = document["verdict"]["worker"]["within_5_percent"]
     document["noise"] = noise(exhaustive)
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(document, args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import platform
 import subprocess
 import sys
 
+from emit import emit
+
 SHAPE = (128, 64, 64)
 FORTRAN = {"ms_per_step": {"1": 69.0, "2": 36.0}, "bytes_per_point": 120.0,
            "source": "issue 7: the seed's Fortran code on the same machine (1 and 2 MPI ranks)"}
@@ -232,11 +234,7 @@ def main() -> None:
         "results": results,
         "command": "python benchmarks/cpu_channel.py " + " ".join(sys.argv[1:]),
     }
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    emit(doc, args.output)
 
 
 if __name__ == "__main__":

@@ -26,13 +26,13 @@ never imports CuPy before the cluster is up (only for the chunk meta afterwards)
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
 from importlib import metadata
 
 import numpy as np
+from emit import emit
 
 BC = ("PP", "PP", "NN")
 STAGGER = "ccc"
@@ -459,11 +459,7 @@ def main() -> None:
         "ptdma_speedup": ptdma_speedup(results),
         "overhead_by_granularity": overhead_summary(results),
     }
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(document, args.out)
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ class Simulation:
         from daskflow import autotune
 
         s = self.config["solver"]
-        workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)["workers"])
+        workers = 1 if client is None else len(live_workers(client))
         if stored is not None and stored["pencils"] != "auto" and stored["poisson"] != "auto":
             same_shape = stored["pencils"][0] * stored["pencils"][1] == workers
             if same_shape and s["pencils"] in ("auto", stored["pencils"]):
@@ -351,7 +351,6 @@ class Simulation:
         simulation runs on a cluster)."""
         import dask.array as da
 
-
         chunks = pencil_chunks(self.grid.shape, self.config["solver"]["pencils"])
         if self.client is None or self._pencils is None:
             return da.from_array(getattr(self.state, name), chunks=chunks, asarray=False)
@@ -445,7 +444,7 @@ class Simulation:
                                "run cannot recover") from lost
         logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
         self.client.wait_for_workers(len(self._workers), timeout=300)
-        self._workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[: len(self._workers)]
+        self._workers = live_workers(self.client, len(self._workers))[: len(self._workers)]
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
         self._load_checkpoint()
 

@@ -129,13 +129,6 @@ def test_skew_symmetric_equals_divergence_form_for_divergence_free_fields(case):
             assert abs((s * v).sum()) < 1e-13 * np.abs(s * v).sum()
 
 
-@pytest.fixture(params=[(1 << 20, 1), (150, 1), (150, 2)], ids=["one-slab", "slabs", "slabs-2-threads"])
-def blocking(request, monkeypatch):
-    points, threads = request.param
-    monkeypatch.setattr(ops, "SLAB_POINTS", points)
-    return threads
-
-
 @pytest.mark.parametrize("axes", [(0, 1, 2), (0, 1), ()])
 def test_blocked_skew_terms_equal_the_plain_expressions(blocking, axes):
     grid = Grid((12, 10, 9), (2.0, 1.5, 2.0), 1.7, "both")

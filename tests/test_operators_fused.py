@@ -18,13 +18,6 @@ def setup():
     return rng, m, padded
 
 
-@pytest.fixture(params=[(1 << 20, 1), (150, 1), (150, 2)], ids=["one-slab", "slabs", "slabs-2-threads"])
-def blocking(request, monkeypatch):
-    points, threads = request.param
-    monkeypatch.setattr(ops, "SLAB_POINTS", points)
-    return threads
-
-
 @pytest.mark.parametrize("axes", [(0, 1, 2), (0, 1), ()])
 def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, axes):
     _, m, padded = setup

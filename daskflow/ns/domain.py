@@ -150,6 +150,34 @@ def solve_z_locally(cache: dict, increment, op: Tridiagonal, key: tuple):
     return store_columns(increment, cols, m)
 
 
+def _fill_halos(out, block, name: str, bc, received: dict) -> None:
+    """The y and z ghosts of ``out`` (around its x-padded ``block``) from ``received`` pieces or,
+    beyond walls, from the boundary conditions."""
+    (pairs, values), component = bc
+
+    def wall(b, axis, side):
+        return ops.ghost_plane(b, axis, side, pairs[axis][side], values[axis][side], component == axis)
+
+    ny, nz = block.shape[1], block.shape[2]
+    rows = {-1: slice(0, 1), 0: slice(1, ny + 1), 1: slice(ny + 1, ny + 2)}
+    cols = {-1: slice(0, 1), 0: slice(1, nz + 1), 1: slice(nz + 1, nz + 2)}
+    y_faces = {}
+    for oy in (-1, 1):
+        face = received.get((name, oy, 0))
+        y_faces[oy] = wall(block, 1, (oy + 1) // 2) if face is None else face
+        out[:, rows[oy], cols[0]] = y_faces[oy]
+    for oz in (-1, 1):
+        face = received.get((name, 0, oz))
+        out[:, rows[0], cols[oz]] = wall(block, 2, (oz + 1) // 2) if face is None else face
+        for oy in (-1, 1):
+            edge = received.get((name, oy, oz))
+            if edge is None and face is not None and (name, oy, 0) not in received:
+                edge = wall(face, 1, (oy + 1) // 2)  # y wall: the neighbour's own y ghost of its face
+            elif edge is None:
+                edge = wall(y_faces[oy], 2, (oz + 1) // 2)  # z wall: the z ghost of the y ghost row
+            out[:, rows[oy], cols[oz]] = edge
+
+
 def _cached(cache: dict, key: tuple, build, keep: int = 3):
     """``cache[key]``, built on a miss; keeps the ``keep`` newest entries per ``key[0]`` (one per RK
     substep: with a fixed ``dt`` the three implicit solvers of a step are reused every step)."""
@@ -259,44 +287,22 @@ class ChunkDomain:
         to eight neighbours (faces from the y and z neighbours, edge lines from the diagonal ones).
         Where a side is a wall the ghosts follow the boundary conditions, y before z, exactly as
         padding y and then z one after the other would give them."""
-        blocks = {name: ops.pad_axis(a, 0, bcs[name][0][0][0], bcs[name][0][1][0], bcs[name][1] == 0)
-                  for name, a in fields.items()}
+        padded, blocks = {}, {}
+        for name, a in fields.items():
+            xp = array_module(a)
+            (pairs, values), component = bcs[name]
+            out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order=ops.memory_order(xp))
+            block = out[:, 1:-1, 1:-1]  # the x-padded field: what the neighbours get planes of
+            block[1:-1] = a
+            ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)
+            padded[name], blocks[name] = out, block
         received = {}
         for piece in self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
                                       _cut_halos, None)[self.key]:
             received.update(piece)
-        return {name: self._assemble_halos(name, a, bcs[name], received) for name, a in blocks.items()}
-
-    @staticmethod
-    def _assemble_halos(name: str, a, bc, received: dict):
-        """The x-padded block ``a`` with its y and z ghosts from ``received`` or the walls."""
-        xp = array_module(a)
-        (pairs, values), component = bc
-
-        def wall(b, axis, side):
-            return ops.ghost_plane(b, axis, side, pairs[axis][side], values[axis][side], component == axis)
-
-        nx2, ny, nz = a.shape
-        out = xp.empty((nx2, ny + 2, nz + 2), dtype=a.dtype, order=ops.memory_order(xp))
-        out[:, 1:-1, 1:-1] = a
-        rows = {-1: slice(0, 1), 0: slice(1, ny + 1), 1: slice(ny + 1, ny + 2)}
-        cols = {-1: slice(0, 1), 0: slice(1, nz + 1), 1: slice(nz + 1, nz + 2)}
-        y_faces = {}
-        for oy in (-1, 1):
-            face = received.get((name, oy, 0))
-            y_faces[oy] = wall(a, 1, (oy + 1) // 2) if face is None else face
-            out[:, rows[oy], cols[0]] = y_faces[oy]
-        for oz in (-1, 1):
-            face = received.get((name, 0, oz))
-            out[:, rows[0], cols[oz]] = wall(a, 2, (oz + 1) // 2) if face is None else face
-            for oy in (-1, 1):
-                edge = received.get((name, oy, oz))
-                if edge is None and face is not None and (name, oy, 0) not in received:
-                    edge = wall(face, 1, (oy + 1) // 2)  # y wall: the neighbour's own y ghost of its face
-                elif edge is None:
-                    edge = wall(y_faces[oy], 2, (oz + 1) // 2)  # z wall: the z ghost of the y ghost row
-                out[:, rows[oy], cols[oz]] = edge
-        return out
+        for name, out in padded.items():
+            _fill_halos(out, blocks[name], name, bcs[name], received)
+        return padded
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]

@@ -68,17 +68,6 @@ def bc_of(bc) -> tuple:
     return (bc.pairs, bc.values) if isinstance(bc, ComponentBC) else (tuple(bc), ((0.0, 0.0),) * 3)
 
 
-def pad_axis(a, axis: int, pair: str, values, face: bool):
-    """``a`` with one ghost layer on both sides of ``axis`` (periodic: wrap)."""
-    xp = array_module(a)
-    n = a.shape[axis]
-    if pair == "PP":
-        lo, hi = _take(a, axis, slice(n - 1, n)), _take(a, axis, slice(0, 1))
-    else:
-        lo, hi = (ghost_plane(a, axis, side, pair[side], values[side], face) for side in (0, 1))
-    return xp.concatenate([lo, a, hi], axis=axis)
-
-
 def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None):
     """``a`` with one ghost layer per side filled from the boundary conditions.
 
@@ -103,8 +92,8 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
 
 
 def fill_ghosts(view, axis: int, pair: str, values, face: bool) -> None:
-    """Set the two ghost planes of ``view`` along ``axis`` (its first and last) from its interior,
-    as :func:`pad_axis` would."""
+    """Set the two ghost planes of ``view`` along ``axis`` (its first and last) from its interior:
+    wrapped when periodic, else :func:`ghost_plane` of each side."""
     n = view.shape[axis] - 2
     lo, hi = _index(axis, 0), _index(axis, n + 1)
     if pair == "PP":

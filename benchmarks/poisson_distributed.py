@@ -236,7 +236,7 @@ def measure(client, args, solver, b, problems: list[str], n: int, floor_s: float
 
     t0 = time.perf_counter()
     state = cluster_state(solver, client, "numpy" if args.cpu else "cupy")
-    wait([state.plan, *state.coefficients.values(), *state.factors.values()])
+    wait([*state.plans.values(), *state.coefficients.values(), *state.factors.values()])
     del state
     setup = time.perf_counter() - t0
     baseline = _stable_count(client)

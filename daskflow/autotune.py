@@ -174,7 +174,7 @@ class _ClusterCandidate:
         self.solver = PoissonSolver(grid, tuple(bc), stagger, method, tuple(pencils), dtype, granularity="fused")
         state = cluster_state(self.solver, client, xp_name)  # plan and P-TDMA set-up, placed as a fused solve does
         self.workers, dec = state.workers, self.solver.plan.decomposition
-        self.plan, self.pz = state.plan, dec.pz
+        self.plans, self.pz = state.plans, dec.pz
         owner = {k: chunk_owner(k, self.workers, dec.pz) for k in dec.indices}
         owner.update({k: chunk_owner(k, self.workers, dec.pz) for k in dec.reduced_indices()})
         if tuple(pencils) not in inputs:
@@ -200,8 +200,9 @@ class _ClusterCandidate:
     def run(self, warmup: int, repeats: int) -> list[float]:
         """Seconds per timed solve (the slowest worker's)."""
         run_id = f"daskflow-autotune-{uuid.uuid4().hex}"
-        futures = [self.client.submit(_timed_solves, self.algorithm, self.plan, run_id, self.workers, self.pz, inputs,
-                                      warmup, repeats, workers=[worker], allow_other_workers=False, pure=False)
+        futures = [self.client.submit(_timed_solves, self.algorithm, self.plans[worker], run_id, self.workers,
+                                      self.pz, inputs, warmup, repeats, workers=[worker],
+                                      allow_other_workers=False, pure=False)
                    for worker, inputs in self.inputs.items()]
         per_worker = self.client.gather(futures)
         return [max(column) for column in zip(*per_worker, strict=True)]  # a solve ends when its slowest part does

@@ -30,7 +30,7 @@ from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
 from daskflow.ns.domain import LocalDomain
 from daskflow.ns.stepper import State, Stepper
-from daskflow.pencils.graph import live_workers
+from daskflow.pencils.graph import live_workers, scatter_per_worker
 from daskflow.pencils.layout import pencil_chunks
 
 
@@ -244,7 +244,7 @@ class Simulation:
                                    cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
                                    cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
         ensure_mailboxes(client)
-        self._plan_future = client.scatter(self._flow_plan, broadcast=True, hash=False)
+        self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
 
     def _owner(self, key) -> str:
         from daskflow.pencils.graph import chunk_owner
@@ -282,7 +282,7 @@ class Simulation:
         owners = [self._owner(key) for key in dec.indices]
         markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
-        futures = [self.client.submit(fn, self._plan_future, run_id, self._workers, pencil, markers, *args,
+        futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil, markers, *args,
                                       workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
         while True:  # wait, watching for a pencil's worker to disappear

@@ -36,6 +36,15 @@ def live_workers(client, expected: int = 1, settle: float = 10.0) -> list[str]:
         time.sleep(0.05)
 
 
+def scatter_per_worker(client, obj, workers: Sequence[str]) -> dict:
+    """One copy of ``obj`` on each of ``workers``, each under its own key: ``{worker: Future}``.
+
+    A broadcast scatter (one key, a replica per worker) does not stay put: distributed's Active
+    Memory Manager drops the replicas no queued task waits for, and the next solve on that worker
+    then fetches the object over the network again. Keys that exist once are never dropped."""
+    return {worker: client.scatter(obj, workers=[worker], hash=False) for worker in workers}
+
+
 def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
     """Worker owning chunk ``key = (p, q)``: chunks are dealt round-robin in ``(p, q)`` order."""
     p, q = key
@@ -45,7 +54,8 @@ def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
 class DaskExecutor:
     """Build the graph of an algorithm run.
 
-    ``plan`` is a reference to the plan in the graph (a ``Future`` or a key), ``token`` makes keys
+    ``plan`` is a reference to the plan in the graph (a key, or ``{worker: Future}`` from
+    :func:`scatter_per_worker`, each task then reading its own worker's copy), ``token`` makes keys
     unique per run, ``owner(key)`` gives a chunk's worker (``None``: no placement) and
     ``block_index(key)`` the Dask-array block index of a chunk's output key (x-pencils: ``(0, p, q)``).
     """
@@ -65,6 +75,9 @@ class DaskExecutor:
         self.layer_names.append(name)
         return name
 
+    def _plan(self, chunk_key):
+        return self.plan[self.owner(chunk_key)] if isinstance(self.plan, Mapping) else self.plan
+
     def _place(self, task_key, chunk_key) -> None:
         if self.owner is not None:
             self.placement[task_key] = self.owner(chunk_key)
@@ -74,7 +87,7 @@ class DaskExecutor:
         out = {}
         for k in keys:
             task_key = (name, *self.block_index(k))
-            self.graph[task_key] = (run_chain, self.plan, k, list(chain), blocks[k], *(e[k] for e in extras))
+            self.graph[task_key] = (run_chain, self._plan(k), k, list(chain), blocks[k], *(e[k] for e in extras))
             self._place(task_key, k)
             out[k] = task_key
         return out
@@ -88,14 +101,14 @@ class DaskExecutor:
             pieces = []
             for s in sources(d):
                 piece_key = (piece_name, *s, *d)
-                self.graph[piece_key] = (cut, self.plan, s, blocks[s], d)
+                self.graph[piece_key] = (cut, self._plan(s), s, blocks[s], d)
                 self._place(piece_key, s)
                 pieces.append(piece_key)
             if join is None:
                 out[d] = pieces
                 continue
             task_key = (join_name, *self.block_index(d))
-            self.graph[task_key] = (run_chain, self.plan, d, list(join), pieces, *(e[d] for e in extras))
+            self.graph[task_key] = (run_chain, self._plan(d), d, list(join), pieces, *(e[d] for e in extras))
             self._place(task_key, d)
             out[d] = task_key
         return out

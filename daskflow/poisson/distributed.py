@@ -24,7 +24,13 @@ from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
 from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
-from daskflow.pencils.graph import DaskExecutor, chunk_owner, live_workers, placement_annotations
+from daskflow.pencils.graph import (
+    DaskExecutor,
+    chunk_owner,
+    live_workers,
+    placement_annotations,
+    scatter_per_worker,
+)
 from daskflow.pencils.layout import pencil_chunks
 from daskflow.poisson import algorithms, stages
 
@@ -46,10 +52,11 @@ def current_client():
 
 @dataclass
 class ClusterState:
-    """What a solver keeps on one cluster: the plan, coefficient futures and the worker list."""
+    """What a solver keeps on one cluster: the plan (a copy per worker), coefficient futures and
+    the worker list."""
 
     workers: list[str]
-    plan: object
+    plans: dict
     coefficients: dict = field(default_factory=dict)
     factors: dict = field(default_factory=dict)
 
@@ -61,19 +68,17 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     cache = solver.__dict__.setdefault("_cluster_states", {})
     if cache_key in cache:
         return cache[cache_key]
-    plan = client.scatter(solver.plan, broadcast=True, hash=False)
+    plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
-    state = ClusterState(workers, plan)
+    state = ClusterState(workers, plans)
     dec = solver.plan.decomposition
     if solver.method == "ptdma" and dec.pz > 1:
-        for k in dec.indices:
-            state.coefficients[k] = client.submit(
-                stages.ptdma_setup, plan, k, xp_name, workers=[chunk_owner(k, workers, dec.pz)],
-                allow_other_workers=False, pure=False)
-        for k in dec.reduced_indices():
-            state.factors[k] = client.submit(
-                stages.reduced_factor, plan, k, xp_name, workers=[chunk_owner(k, workers, dec.pz)],
-                allow_other_workers=False, pure=False)
+        for table, setup, keys in ((state.coefficients, stages.ptdma_setup, dec.indices),
+                                   (state.factors, stages.reduced_factor, dec.reduced_indices())):
+            for k in keys:
+                owner = chunk_owner(k, workers, dec.pz)
+                table[k] = client.submit(setup, plans[owner], k, xp_name, workers=[owner],
+                                         allow_other_workers=False, pure=False)
     cache[cache_key] = state
     return state
 
@@ -99,7 +104,7 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     setup: dict = {}
     if client is not None:
         state = cluster_state(solver, client, xp_name)
-        plan_ref, workers = state.plan, state.workers
+        plan_ref, workers = state.plans, state.workers
         coefficients, factors = state.coefficients, state.factors
         owner = lambda k: chunk_owner(k, workers, dec.pz)  # noqa: E731
     else:
@@ -143,7 +148,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
         if not inputs[0][0]:
             continue  # a worker without chunks takes no part
         key = (fused_name, i)
-        tasks[key] = (run_on_worker, algorithm, plan_ref, token, workers, dec.pz, inputs, markers)
+        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, markers)
         placement[key] = worker
         for k in inputs[0][0]:
             out_key = (name, 0, *k)

@@ -6,6 +6,10 @@ goes (per-stage breakdown on one GPU). Prints one JSON document with the device 
 
 With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
 ``LocalCUDACluster`` with one pencil per GPU (pencils (N, 1) unless ``--pencils`` says otherwise).
+After the timed steps, as many steps again run with :mod:`daskflow.profiling` switched on: the
+per-phase breakdown (halos, pressure solve, implicit solves, reductions, the rest of the local
+operators, and the time spent waiting for peers) in ms per step, per worker. The profiled steps
+synchronise the GPU at every phase boundary, so their total is a little above the timed one.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ def distributed(args) -> dict:
     from distributed import Client
 
     from daskflow import Simulation
+    from daskflow.profiling import profile_workers
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     pencils = args.pencils if args.pencils != [1, 1] else [args.gpus, 1]
@@ -60,11 +65,23 @@ def distributed(args) -> dict:
         sim.run(steps=args.steps)
         seconds = (time.perf_counter() - start) / args.steps
         device = sorted(set(client.run(_device_name).values()))[0]
+        with profile_workers(client) as reports:
+            sim.run(steps=args.steps)
+            phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
         return {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
                 "pencils": pencils, "implicit_diffusion": args.implicit, "z_solve": args.z_solve,
                 "seconds_per_step": seconds,
                 "ns_per_point_per_step": seconds / np.prod(shape) * 1e9, "divergence_max": sim.divergence_max(),
+                "phases_ms_per_step": phases,
                 "note": "one fused task per worker per run; all steps of a run inside it"}
+
+
+def _per_step_ms(report: dict, steps: int) -> dict:
+    """A worker's phase report as ms per step, the local operators being the task's remainder."""
+    out = {phase: 1e3 * entry["seconds"] / steps for phase, entry in report.items()}
+    timed = sum(v for k, v in out.items() if k != "task" and not k.startswith("waiting"))
+    out["local operators (rest)"] = out["task"] - timed
+    return out
 
 
 def _device_name():
@@ -93,6 +110,7 @@ def main() -> None:
     from daskflow import Simulation
     from daskflow.backend import device_name
     from daskflow.ns import operators as ops
+    from daskflow.profiling import PhaseClock, TimedDomain, device_sync
 
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
@@ -104,6 +122,11 @@ def main() -> None:
     # GPU memory (fields, RK history, temporaries, FFT work areas), cuFFT plan caches aside.
     held = pool.total_bytes()
     st, stepper = sim.state, sim.stepper
+    domain, clock = stepper.domain, PhaseClock(device_sync("gpu"))
+    stepper.domain = TimedDomain(domain, clock)  # the same phases as the multi-GPU profile
+    with clock("task"):
+        sim.run(steps=args.steps)
+    stepper.domain = domain
     padded = stepper.domain.pad_velocity([st.u, st.v, st.w])
     rhs = cp.asfortranarray(cp.random.default_rng(0).standard_normal(sim.grid.shape))
     breakdown = {
@@ -121,6 +144,7 @@ def main() -> None:
         "lengths": [12.0, 6.0, 2.0], "implicit_diffusion": args.implicit, "pencils": args.pencils,
         "seconds_per_step": step, "ns_per_point_per_step": step / points * 1e9,
         "per_substep_breakdown_ms": breakdown, "substeps_per_step": 3,
+        "phases_ms_per_step": _per_step_ms(clock.report(), args.steps),
         "gpu_memory_bytes": held, "gpu_memory_bytes_per_point": held / points,
         "divergence_max": sim.divergence_max(), "target": "<= 2 ns per point per step on one H100",
         "versions": {"daskflow": daskflow.__version__, "cupy": cp.__version__, "python": platform.python_version()},

@@ -121,3 +121,28 @@ def test_duct_with_walls_on_y_and_z_equals_the_single_chunk_run(cluster, implici
     for name in "uvwp":
         ref = to_numpy(getattr(reference.state, name))
         np.testing.assert_allclose(to_numpy(getattr(sim, name).compute()), ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_phase_profile_accounts_for_the_task(cluster):
+    """With ``daskflow.profile-phases`` on, every worker reports each phase of a run (calls per
+    step as the stepper makes them) and the phases fit inside the task's own wall time."""
+    from daskflow.profiling import profile_workers
+
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["time"]["implicit_diffusion"] = "z"
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=1)
+    with profile_workers(client) as collect:
+        sim.run(steps=2)
+        reports = collect()
+    assert len(reports) == int(np.prod(pencils))
+    for report in reports.values():
+        calls = {phase: entry["calls"] for phase, entry in report.items()}
+        # per substep: two velocity pads and the correction's pressure pad, one solve, three implicit
+        # z solves, one bulk-velocity sum; per step one CFL maximum
+        assert calls["halo"] == 2 * 3 * 3 and calls["poisson"] == 2 * 3 and calls["implicit"] == 2 * 3 * 3
+        assert calls["reduction"] == 2 * 3 + 2 and calls["task"] == 1
+        inside = sum(e["seconds"] for p, e in report.items() if p != "task" and not p.startswith("waiting"))
+        assert 0 < inside <= report["task"]["seconds"]
+        assert report["waiting: halos, reductions, z solves"]["seconds"] > 0

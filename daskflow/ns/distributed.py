@@ -18,6 +18,7 @@ from daskflow.ns.boundaries import FlowBoundaries
 from daskflow.ns.domain import ChunkDomain
 from daskflow.ns.stepper import State, Stepper
 from daskflow.poisson.plan import SpectralPlan
+from daskflow.profiling import PhaseClock, TimedDomain, device_sync, merge, phases_enabled
 
 FIELDS = ("u", "v", "w", "p")
 
@@ -65,13 +66,27 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
 
     worker = get_worker()
     domain = ChunkDomain(plan, worker, run_id, workers)
-    stepper = Stepper(domain, plan.nu, plan.forcing, plan.implicit, plan.advection)
+    clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
+    stepper = Stepper(domain if clock is None else TimedDomain(domain, clock), plan.nu, plan.forcing, plan.implicit,
+                      plan.advection)
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
                   pencil["forcing_gradient"])
     with collective(worker, run_id, workers):
-        out = body(stepper, state, domain)
+        if clock is None:
+            out = body(stepper, state, domain)
+        else:
+            with clock("task"):
+                out = body(stepper, state, domain)
+            _record_phases(worker, clock, domain)
         domain.finish()
     return out
+
+
+def _record_phases(worker, clock: PhaseClock, domain: ChunkDomain) -> None:
+    """Add this task's phase times, and its waits for peers, to ``worker.daskflow_phases``."""
+    clock.add("waiting: halos, reductions, z solves", domain.ex.waited)
+    clock.add("waiting: pressure solve", domain.ex_pressure.waited)
+    worker.daskflow_phases = merge(getattr(worker, "daskflow_phases", {}), clock.report())
 
 
 def _pencil(state: State, domain: ChunkDomain) -> dict:
@@ -142,12 +157,15 @@ def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], penci
 
 
 def to_device(pencil: dict, device: str) -> dict:
-    """Move a host pencil to the worker's GPU (CuPy) when asked to."""
+    """Move a host pencil to the worker's GPU (CuPy, in the operators' memory order) when asked to."""
     if device != "gpu":
         return pencil
     import cupy
 
-    return {k: cupy.asfortranarray(cupy.asarray(v)) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}
+    from daskflow.ns.operators import memory_order
+
+    order = memory_order(cupy)
+    return {k: cupy.asarray(v, order=order) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}
 
 
 def field_of(pencil: dict, name: str):

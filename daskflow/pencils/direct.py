@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -112,6 +113,7 @@ class DirectExecutor:
         self.owner = owner
         self.timeout = exchange_timeout() if timeout is None else timeout
         self.exchanges = 0
+        self.waited = 0.0  # seconds spent waiting for peers' pieces (see daskflow.profiling)
         self._in_flight: list = []  # sends still running on the worker's event loop
 
     def _mine(self, keys) -> list:
@@ -176,7 +178,11 @@ class DirectExecutor:
         self._in_flight = []
 
     def _wait(self, tags) -> list:
-        return self.worker.daskflow_mailbox.take(tags, self.timeout)
+        start = time.perf_counter()
+        try:
+            return self.worker.daskflow_mailbox.take(tags, self.timeout)
+        finally:
+            self.waited += time.perf_counter() - start
 
 
 def abort_run(worker, run_id: str, workers: list[str]) -> None:

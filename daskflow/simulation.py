@@ -445,6 +445,7 @@ class Simulation:
         logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
         self.client.wait_for_workers(len(self._workers), timeout=300)
         self._workers = live_workers(self.client, len(self._workers))[: len(self._workers)]
+        self._plans = scatter_per_worker(self.client, self._flow_plan, self._workers)  # the new ones have none
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
         self._load_checkpoint()
 

@@ -6,8 +6,11 @@ about 120 bytes per point). Prints ONE JSON document.
 
 Modes, each in its own child process (thread counts are fixed before NumPy is imported):
 
-* ``inprocess-1t``: ``Simulation(config)`` in this process, every library limited to 1 thread;
-* ``inprocess-2t``: the same with 2 threads (OpenBLAS/OpenMP and the FFT ``workers``);
+* ``inprocess-1t``: ``Simulation(config)`` in this process, on 1 thread;
+* ``inprocess-1t-array-code``: the same with the compiled loops switched off (``DASKFLOW_NUMBA=0``):
+  the NumPy array code they replace, measured in the same run;
+* ``inprocess-2t``: the same with 2 threads for daskflow's slab pool (``DASKFLOW_THREADS``; BLAS
+  stays on 1, see ``SINGLE_THREADED``);
 * ``cluster-2x1`` and ``cluster-1x2``: a ``distributed.LocalCluster`` of 2 single-thread process
   workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker.
 
@@ -33,7 +36,14 @@ from emit import emit
 SHAPE = (128, 64, 64)
 FORTRAN = {"ms_per_step": {"1": 69.0, "2": 36.0}, "bytes_per_point": 120.0,
            "source": "issue 7: the seed's Fortran code on the same machine (1 and 2 MPI ranks)"}
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DASKFLOW_THREADS")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "DASKFLOW_THREADS")
+# BLAS stays on one thread in every mode: the step's only BLAS call is a small matrix-vector product
+# per Poisson solve, and OpenBLAS's spinning helper threads took a core from the step (2 threads,
+# 128 x 64 x 64: 69 ms per step with OPENBLAS_NUM_THREADS=2 against 63 ms with 1).
+SINGLE_THREADED = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: mode: (threads, the Fortran rank count it is compared with)
+MODES = {"inprocess-1t": (1, "1"), "inprocess-1t-array-code": (1, "1"), "inprocess-2t": (2, "2"),
+         "cluster-2x1": (1, "2"), "cluster-1x2": (1, "2")}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isdir(os.path.join(REPO, "daskflow")):  # measure this checkout, not an installed copy
     sys.path.insert(0, REPO)
@@ -94,6 +104,8 @@ def in_process(args) -> dict:
     import daskflow
     from daskflow import Simulation
 
+    before_runtime = _rss()
+    _load_compiled_loops()
     baseline = _rss()
     sim = Simulation(config())
     points = int(np.prod(SHAPE))
@@ -111,10 +123,24 @@ def in_process(args) -> dict:
         "bytes_per_point_resident_fields": resident / points,
         "bytes_per_point_rss": (_peak_rss() - baseline) / points,
         "rss_baseline_mb": baseline / 2**20,
+        "rss_compiled_loops_runtime_mb": (baseline - before_runtime) / 2**20,
+        "note_rss": "RSS growth of the run itself; the compiled loops' runtime (Numba and LLVM, a fixed cost "
+                    "whatever the grid) is loaded before the baseline and reported apart",
         "divergence_max": sim.divergence_max(),
         "versions": {"numpy": np.__version__, "daskflow": daskflow.__version__},
     })
     return out
+
+
+def _load_compiled_loops() -> None:
+    """Import Numba and load one compiled loop (the fixed cost of the compiled CPU path)."""
+    import numpy as np
+
+    from daskflow.backend import compiled_loops
+    from daskflow.ns import cpu_kernels
+
+    if compiled_loops():
+        cpu_kernels.copy_interior(np.zeros((1, 1, 1)), np.zeros((3, 3, 3)), 0, 1)
 
 
 def _cpu_seconds() -> list[float]:
@@ -137,6 +163,7 @@ def on_cluster(args) -> dict:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(2)
+        client.run(_load_compiled_loops)
         before = client.run(_worker_memory)
         sim = Simulation(config(args.pencils), client=client)
         sim.run(steps=max(2, args.steps // 2))
@@ -156,7 +183,9 @@ def on_cluster(args) -> dict:
 
 def _child(mode: str, threads: int, args) -> dict:
     env = dict(os.environ)
+    env["DASKFLOW_NUMBA"] = "0" if mode.endswith("array-code") else "1"
     env.update({name: str(threads) for name in THREAD_VARIABLES})
+    env.update({name: "1" for name in SINGLE_THREADED})
     env["PYTHONPATH"] = os.pathsep.join([REPO, *filter(None, [env.get("PYTHONPATH")])])
     cmd = [sys.executable, __file__, "--child", mode, "--steps", str(args.steps), "--segments", str(args.segments)]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -184,7 +213,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps per timed segment")
     parser.add_argument("--segments", type=int, default=5, help="timed segments (the median is reported)")
     parser.add_argument("--output", help="also write the JSON document to this path")
-    parser.add_argument("--modes", nargs="*", default=["inprocess-1t", "inprocess-2t", "cluster-2x1", "cluster-1x2"])
+    parser.add_argument("--modes", nargs="*", default=[*MODES])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -203,8 +232,8 @@ def main() -> None:
 
     import daskflow
 
-    threads = {"inprocess-1t": 1, "inprocess-2t": 2, "cluster-2x1": 1, "cluster-1x2": 1}
-    fortran_ranks = {"inprocess-1t": "1", "inprocess-2t": "2", "cluster-2x1": "2", "cluster-1x2": "2"}
+    threads = {mode: spec[0] for mode, spec in MODES.items()}
+    fortran_ranks = {mode: spec[1] for mode, spec in MODES.items()}
     results = {}
     load_before = os.getloadavg()
     for mode in args.modes:

@@ -6,6 +6,9 @@ starts GPU workers must not own one before they start).
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -59,3 +62,34 @@ def device_name(xp: ModuleType) -> str:
 def to_numpy(x: Any) -> np.ndarray:
     """Host copy of a NumPy or CuPy array."""
     return x.get() if is_cupy_array(x) else np.asarray(x)
+
+
+@functools.cache
+def numba_or_none() -> ModuleType | None:
+    """The ``numba`` module if it imports, else ``None``."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba
+
+
+def compiled_loops() -> bool:
+    """Whether NumPy work runs the compiled (Numba) loops: Numba importable and the environment
+    variable ``DASKFLOW_NUMBA`` not ``0`` (``0``: the array code, e.g. to compare the two)."""
+    return os.environ.get("DASKFLOW_NUMBA", "1") != "0" and numba_or_none() is not None
+
+
+def compiled(fn: Callable) -> Callable:
+    """``fn`` compiled by Numba on its first call (GIL released, machine code cached on disk next to
+    the module, so a new process such as a Dask worker loads it instead of compiling again)."""
+    jitted = None
+
+    @functools.wraps(fn)
+    def call(*args):
+        nonlocal jitted
+        if jitted is None:
+            jitted = numba_or_none().njit(nogil=True, cache=True, error_model="numpy")(fn)
+        return jitted(*args)
+
+    return call

@@ -25,3 +25,15 @@ def blocking(request, monkeypatch):
     points, threads = request.param
     monkeypatch.setattr(ops, "SLAB_POINTS", points)
     return threads
+
+
+@pytest.fixture(params=["compiled", "array-code"])
+def cpu_path(request, monkeypatch):
+    """The NumPy operators through the compiled loops (skipped without Numba) and through the array
+    code; the kernels equal the array code to round-off."""
+    from daskflow.backend import numba_or_none
+
+    if request.param == "compiled" and numba_or_none() is None:
+        pytest.skip("needs Numba")
+    monkeypatch.setenv("DASKFLOW_NUMBA", "1" if request.param == "compiled" else "0")
+    return request.param

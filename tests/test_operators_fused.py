@@ -1,5 +1,6 @@
-"""The cache-blocked NumPy operators (explicit terms, divergence, update, pad) against the plain
-array expressions they replace, on one slab and many, with one thread and two."""
+"""The cache-blocked NumPy operators (explicit terms, divergence, update, pad), through the compiled
+loops and through the array code, against the plain array expressions, on one slab and many, with
+one thread and two."""
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def setup():
 
 
 @pytest.mark.parametrize("axes", [(0, 1, 2), (0, 1), ()])
-def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, axes):
+def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, cpu_path, axes):
     _, m, padded = setup
     nu = 0.03
     advect = ops.advection(*padded, m)
@@ -30,7 +31,7 @@ def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, axes):
         np.testing.assert_allclose(g, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
 
 
-def test_divergence_and_update(setup, blocking):
+def test_divergence_and_update(setup, blocking, cpu_path):
     rng, m, padded = setup
     U, V, W = padded
     dzf = m.dzf[1:-1][None, None, :]
@@ -63,7 +64,7 @@ def _concatenated(a, axis: int, pair: str, values, face: bool):
 
 
 @pytest.mark.parametrize("preset", ["channel", "cavity", "couette", "periodic"])
-def test_pad_equals_concatenated_ghost_planes(preset, blocking):
+def test_pad_equals_concatenated_ghost_planes(preset, blocking, cpu_path):
     bcs = nsb.build({"preset": preset})
     a = np.asfortranarray(np.random.default_rng(1).standard_normal((6, 5, 7)))
     for component in range(3):

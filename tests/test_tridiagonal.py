@@ -31,7 +31,7 @@ def _dense_solve(op, shift, d):
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("m", [2, 3, 17])
 @pytest.mark.parametrize("kind", ["real", "complex"])
-def test_solve_shifted_matches_dense(rng, periodic, m, kind):
+def test_solve_shifted_matches_dense(rng, cpu_path, periodic, m, kind):
     op = _random_op(rng, m, periodic)
     shift = -rng.uniform(0, 3, (3, 4))
     d = _rhs(rng, (m, 3, 4), kind)
@@ -40,7 +40,7 @@ def test_solve_shifted_matches_dense(rng, periodic, m, kind):
     np.testing.assert_allclose(x, expected, rtol=1e-12, atol=1e-12)
 
 
-def test_solve_shifted_float32(rng):
+def test_solve_shifted_float32(rng, cpu_path):
     op = _random_op(rng, 12, False)
     d = rng.standard_normal((12, 5)).astype(np.float32)
     x = solve_shifted(d.copy(), op, np.zeros(5))

@@ -10,7 +10,8 @@ Two flavours:
 
 Both handle periodic (cyclic) systems by Sherman–Morrison. On CuPy they run one CUDA thread per
 column (:mod:`daskflow.tridiagonal.kernels`); on NumPy the sweep over rows is vectorised over
-columns. ``d`` may be real or complex; coefficients are real.
+columns, or, for the non-periodic shifted systems, one compiled pass per row
+(:mod:`daskflow.tridiagonal.cpu_kernels`). ``d`` may be real or complex; coefficients are real.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import array_module, is_cupy_array
+from daskflow.backend import array_module, compiled_loops, is_cupy_array
 from daskflow.stencils import Tridiagonal
-from daskflow.tridiagonal import kernels
+from daskflow.tridiagonal import cpu_kernels, kernels
 
 
 def columns_view(x):
@@ -54,6 +55,9 @@ def solve_shifted(d, op: Tridiagonal, shift):
         else:
             kernels.launch("thomas_shifted", x.dtype, ncols, x, cp, lower, diag, upper, shift,
                            np.int32(m), np.int64(ncols))
+        return d
+    if compiled_loops() and not op.periodic:
+        cpu_kernels.thomas_shifted(x, lower, diag, upper, shift, np.empty((m, ncols), dtype=real))
         return d
     bands = _shifted_bands(lower, diag, upper, shift)
     _solve_numpy(x, *bands, op.periodic)

@@ -12,7 +12,8 @@ Modes, each in its own child process (thread counts are fixed before NumPy is im
 * ``inprocess-2t``: the same with 2 threads for daskflow's slab pool (``DASKFLOW_THREADS``; BLAS
   stays on 1, see ``SINGLE_THREADED``);
 * ``cluster-2x1`` and ``cluster-1x2``: a ``distributed.LocalCluster`` of 2 single-thread process
-  workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker.
+  workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker, started with the allocator
+  settings daskflow gives the workers it starts (``daskflow.cluster.WORKER_MALLOC``).
 
 Time per step is the median over ``--segments`` runs of ``--steps`` steps after a warm-up run (on a
 cluster every run is one fused task per worker, so the per-run submission cost is included, spread
@@ -158,10 +159,12 @@ def on_cluster(args) -> dict:
     from distributed import Client, LocalCluster
 
     from daskflow import Simulation
+    from daskflow.cluster import worker_environment
 
     points = int(np.prod(SHAPE))
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with worker_environment():  # the workers daskflow itself starts (daskflow.cluster.WORKER_MALLOC)
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
         client.wait_for_workers(2)
         client.run(_load_compiled_loops)
         before = client.run(_worker_memory)

@@ -16,6 +16,32 @@ import importlib.util
 
 from daskflow.backend import cupy_or_none
 
+#: glibc allocator settings for the worker processes daskflow starts. distributed starts every
+#: worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (give freed memory back to the OS at once), which
+#: also switches off glibc's adaptive mmap threshold: every field-sized temporary of a time step is
+#: then a fresh ``mmap`` that page-faults on first touch. A time step reuses the same few dozen
+#: field-sized blocks, so the workers keep them (blocks up to 32 MiB from the heap, freed memory
+#: kept up to 1 GiB). Measured on a 2-core Xeon, 128 x 64 x 64 channel, explicit diffusion: one
+#: worker 131 -> 73 ms per step, two workers 152 -> 81-84 ms (in process: 61 ms).
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+@contextlib.contextmanager
+def worker_environment():
+    """Dask config under which new local workers (their nannies) start with :data:`WORKER_MALLOC`."""
+    import dask
+    import distributed  # noqa: F401 - loads distributed's config defaults
+
+    key = "distributed.nanny.pre-spawn-environ"
+    with dask.config.set({key: {**dask.config.get(key, {}), **WORKER_MALLOC}}):
+        yield
+
+
+def _worker_prologue() -> list[str]:
+    """Shell lines giving batch-job workers :data:`WORKER_MALLOC` (through their nanny's config)."""
+    return [f"export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__{name}={value}"
+            for name, value in WORKER_MALLOC.items()]
+
 
 def _security(section: dict):
     if not section.get("tls"):
@@ -42,6 +68,7 @@ def _jobqueue_kwargs(section: dict, kind: str) -> dict:
     kwargs = {"queue": section["queue"], "account": section["account"], "walltime": section["walltime"],
               "cores": section["cores"], "memory": section["memory"], "processes": gpus,
               "job_extra_directives": list(section["job_extra_directives"]),
+              "job_script_prologue": _worker_prologue(),
               "worker_command": "dask_cuda.cli",
               "protocol": section["protocol"] if section["protocol"] != "auto" else "ucx",
               "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
@@ -136,14 +163,16 @@ def start(section: dict, workers: int):
         options = {}
         if section["rmm_pool_size"]:
             options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
-        cluster = LocalCUDACluster(n_workers=n, protocol=_protocol(section, True), security=security,
-                                   dashboard_address=section["dashboard_address"], **options)
+        with worker_environment():
+            cluster = LocalCUDACluster(n_workers=n, protocol=_protocol(section, True), security=security,
+                                       dashboard_address=section["dashboard_address"], **options)
     else:
         from distributed import LocalCluster
 
-        cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
-                               protocol=_protocol(section, False), security=security,
-                               dashboard_address=section["dashboard_address"])
+        with worker_environment():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
+                                   protocol=_protocol(section, False), security=security,
+                                   dashboard_address=section["dashboard_address"])
     with cluster, Client(cluster, security=security) as client:
         if kind in ("slurm", "pbs"):
             client.wait_for_workers(n)

@@ -97,6 +97,7 @@ def test_jobscript_for_slurm_and_pbs(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert marker in proc.stdout and "dask_cuda.cli" in proc.stdout and "ucx" in proc.stdout
         assert "12:00:00" in proc.stdout and ("gpus-per-node=4" in proc.stdout or "ngpus=4" in proc.stdout)
+        assert "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=1073741824" in proc.stdout
     proc = _daskflow("jobscript", str(EXAMPLES / "channel-small.yaml"))
     assert proc.returncode == 2 and "cluster.kind" in proc.stderr
 
@@ -181,3 +182,23 @@ def test_progress_line_and_blow_up_stop(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     proc = _daskflow("run", str(path), "--cluster", "none", "--report-every", "1", cwd=tmp_path)
     assert proc.returncode == 1 and "blew up at step 1" in proc.stderr
+
+
+def test_local_workers_keep_freed_memory():
+    """The workers daskflow starts run with the allocator settings of ``cluster.WORKER_MALLOC`` (not
+    distributed's trim-at-once default, which makes every temporary page-fault), and the caller's
+    dask config is left as it was."""
+    import os
+
+    import dask
+    import distributed  # noqa: F401 - its config defaults
+
+    from daskflow import cluster
+    from daskflow.config import DEFAULTS
+
+    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None}
+    before = dask.config.get("distributed.nanny.pre-spawn-environ")
+    with cluster.start(section, 1) as client:
+        seen = client.run(lambda: {k: os.environ.get(k) for k in cluster.WORKER_MALLOC})
+    assert list(seen.values()) == [cluster.WORKER_MALLOC]
+    assert dask.config.get("distributed.nanny.pre-spawn-environ") == before

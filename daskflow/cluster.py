@@ -28,13 +28,27 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 
 @contextlib.contextmanager
 def worker_environment():
-    """Dask config under which new local workers (their nannies) start with :data:`WORKER_MALLOC`."""
+    """Local workers (their nannies) created inside start with :data:`WORKER_MALLOC`; the process's
+    environment and dask config are restored afterwards. Both are set because a nanny takes these
+    variables from the environment first and from its config second, and every nanny writes its own
+    values into the environment of the process that starts it (so an earlier cluster would win)."""
+    import os
+
     import dask
     import distributed  # noqa: F401 - loads distributed's config defaults
 
     key = "distributed.nanny.pre-spawn-environ"
-    with dask.config.set({key: {**dask.config.get(key, {}), **WORKER_MALLOC}}):
-        yield
+    saved = {name: os.environ.get(name) for name in WORKER_MALLOC}
+    os.environ.update(WORKER_MALLOC)
+    try:
+        with dask.config.set({key: {**dask.config.get(key, {}), **WORKER_MALLOC}}):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _worker_prologue() -> list[str]:

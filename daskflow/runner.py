@@ -96,15 +96,16 @@ def jobscript(args) -> int:
 
 def info(args) -> int:
     from daskflow import __version__
-    from daskflow.backend import cupy_or_none, device_name
+    from daskflow.backend import compiled_loops, cupy_or_none, device_name
 
     cp = cupy_or_none()
-    versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "zarr", "xarray", "cupy",
+    versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "numba", "zarr", "xarray", "cupy",
                                                    "dask_cuda", "distributed_ucxx")}
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
                       "gpus": cp.cuda.runtime.getDeviceCount() if cp else 0,
                       "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
+                      "compiled_cpu_loops": compiled_loops(),
                       "default_cluster": "LocalCUDACluster (UCX)" if cp and importlib.util.find_spec("dask_cuda")
                       else "LocalCluster"}, indent=2))
     return 0

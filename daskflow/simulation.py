@@ -269,7 +269,10 @@ class Simulation:
             self._pencils.append(self.client.submit(to_device, future, self._flow_plan.device, workers=[owner],
                                                     allow_other_workers=False, pure=False))
 
-    def _submit(self, fn, *args) -> list:
+    def _submit(self, fn, *args, clock: bool = False) -> list:
+        """One fused task per pencil running ``fn``; waits for them (watching for lost workers) and
+        returns the new pencils, and with ``clock`` the state's clock after them (fetched by a task
+        queued behind the first pencil's, so the run costs one round trip from here, not two)."""
         from distributed import wait
 
         if self._pencils is None:
@@ -285,16 +288,17 @@ class Simulation:
         futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil, markers, *args,
                                       workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
+        extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
         while True:  # wait, watching for a pencil's worker to disappear
             try:
-                wait(futures, timeout=1.0)
-                return futures
+                wait(futures + extra, timeout=1.0)
+                return (futures, extra[0].result()) if clock else futures
             except TimeoutError:
                 alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
                 gone = sorted(set(owners) - alive)
                 if gone:
                     self.client.run(_abort, run_id, workers=sorted(alive))
-                    self.client.cancel(futures + markers, force=True)
+                    self.client.cancel(futures + markers + extra, force=True)
                     raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
 
     # ------------------------------------------------------------------ fields
@@ -420,7 +424,7 @@ class Simulation:
         while True:
             try:
                 remaining = None if target is None else target - self.state.step
-                self._pencils = self._submit(run_on_worker, remaining, until)
+                self._pencils, clock = self._submit(run_on_worker, remaining, until, clock=True)
                 break
             except WorkerLost as lost:
                 failures += 1
@@ -430,7 +434,6 @@ class Simulation:
                                        f"checkpoint in {self.store!r} is intact: resume with daskflow run --restart"
                                        ) from lost
                 self._recover(lost)
-        clock = self.client.submit(_clock, self._pencils[0]).result()
         self.state.time, self.state.step, self.state.dt, self.state.forcing_gradient = clock
         return self
 

@@ -84,6 +84,7 @@ def test_info_reports_versions():
     assert proc.returncode == 0
     info = json.loads(proc.stdout)
     assert info["versions"]["dask"] and "default_cluster" in info
+    assert info["compiled_cpu_loops"] is (info["versions"]["numba"] is not None)  # numba is a dependency
 
 
 def test_jobscript_for_slurm_and_pbs(tmp_path):
@@ -197,8 +198,13 @@ def test_local_workers_keep_freed_memory():
     from daskflow.config import DEFAULTS
 
     section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None}
+    os.environ["MALLOC_TRIM_THRESHOLD_"] = "65536"  # what an earlier cluster's nanny leaves behind
     before = dask.config.get("distributed.nanny.pre-spawn-environ")
-    with cluster.start(section, 1) as client:
-        seen = client.run(lambda: {k: os.environ.get(k) for k in cluster.WORKER_MALLOC})
-    assert list(seen.values()) == [cluster.WORKER_MALLOC]
-    assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+    try:
+        with cluster.start(section, 1) as client:
+            seen = client.run(lambda: {k: os.environ.get(k) for k in cluster.WORKER_MALLOC})
+        assert list(seen.values()) == [cluster.WORKER_MALLOC]
+        assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+        assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
+    finally:
+        os.environ.pop("MALLOC_TRIM_THRESHOLD_")

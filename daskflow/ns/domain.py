@@ -291,7 +291,7 @@ class ChunkDomain:
         for name, a in fields.items():
             xp = array_module(a)
             (pairs, values), component = bcs[name]
-            out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order=ops.memory_order(xp))
+            out = ops.new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
             block = out[:, 1:-1, 1:-1]  # the x-padded field: what the neighbours get planes of
             block[1:-1] = a
             ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import array_module, compiled_loops
+from daskflow.backend import HOST_POOL, array_module, compiled_loops
 from daskflow.grid import Grid
 from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
@@ -79,7 +79,7 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
     """
     xp = array_module(a)
     pairs, values = bc_of(bc)
-    out = xp.empty(tuple(n + 2 for n in a.shape), dtype=a.dtype, order=memory_order(xp))
+    out = new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
 
     if _compiled(xp):
         for_slabs(xp, a.shape, lambda k0, k1: cpu_kernels.copy_interior(a, out, k0, k1), compiled=True)
@@ -126,6 +126,14 @@ def memory_order(xp) -> str:
     return "F" if xp is np else "C"
 
 
+def new_field(xp, shape: tuple, dtype):
+    """An uninitialised array in :func:`memory_order`: from the host pool for NumPy
+    (:class:`daskflow.backend.HostPool`; no page faults on every temporary), else ``xp.empty``."""
+    if xp is np:
+        return HOST_POOL.empty(shape, dtype, memory_order(xp))
+    return xp.empty(shape, dtype=dtype, order=memory_order(xp))
+
+
 def _index(axis: int, i: int) -> tuple:
     sl = [slice(None)] * 3
     sl[axis] = i
@@ -141,7 +149,7 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
     interior, in :func:`memory_order`."""
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
-    out = xp.empty(shape, dtype=U.dtype, order=memory_order(xp))
+    out = new_field(xp, shape, U.dtype)
 
     rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
     rz = 1.0 / (m.dzf[1:-1] * scale)
@@ -170,7 +178,7 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
 def gradient(P, m: Metrics, axis: int):
     """Component ``axis`` of the pressure gradient on that axis's faces (padded ``P``)."""
     xp = array_module(P)
-    out = xp.empty(tuple(n - 2 for n in P.shape), dtype=P.dtype, order=memory_order(xp))
+    out = new_field(xp, tuple(n - 2 for n in P.shape), P.dtype)
     xp.subtract(P[_shift(axis)], P[C, C, C], out=out)
     out /= m.dx if axis == 0 else m.dy if axis == 1 else _z(m.dzc[1:], xp, P.dtype)
     return out
@@ -184,7 +192,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
     xp = array_module(P)
     shape = tuple(n - 2 for n in P.shape)
     if out is None:
-        out = xp.empty(shape, dtype=P.dtype, order=memory_order(xp))
+        out = new_field(xp, shape, P.dtype)
     hi = _shift(axis)[:2]
     spacing = m.dx if axis == 0 else m.dy
     if _compiled(xp) and len(terms) <= 2:
@@ -387,7 +395,7 @@ def explicit_terms(U, V, W, m: Metrics, nu: float, axes=(0, 1, 2), threads: int 
         raise ValueError(f"advection must be one of {', '.join(ADVECTION)}; got {advection!r}")
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
-    out = [xp.empty(shape, dtype=U.dtype, order=memory_order(xp)) for _ in range(3)]
+    out = [new_field(xp, shape, U.dtype) for _ in range(3)]
     if advection == "divergence" and _compiled(xp):
         dzf, dzc = (np.asarray(a, dtype=U.dtype) for a in (m.dzf, m.dzc))
         flags = tuple(axis in axes for axis in range(3))

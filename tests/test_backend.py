@@ -1,0 +1,78 @@
+"""The host buffer pool: reuse exactly when nothing holds a buffer, never while anything does."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from daskflow.backend import HostPool
+
+
+def test_a_dropped_array_is_reused_in_any_shape_of_the_same_size():
+    pool = HostPool(1 << 20, min_bytes=0)
+    a = pool.empty((4, 5), np.float64, "F")
+    assert a.shape == (4, 5) and a.flags.f_contiguous
+    address = a.ctypes.data
+    del a
+    b = pool.empty((20,), np.float64)
+    assert b.ctypes.data == address and pool.held_bytes == 160
+
+
+def test_views_and_slices_keep_a_buffer_busy():
+    pool = HostPool(1 << 20, min_bytes=0)
+    a = pool.empty((8, 8), np.float64)
+    a[:] = 1.0
+    view = a[2:4].T
+    address = a.ctypes.data
+    del a
+    b = pool.empty((8, 8), np.float64)
+    assert b.ctypes.data != address  # the slice still uses the first buffer
+    b[:] = 2.0
+    assert (view == 1.0).all()
+    del view, b
+    assert pool.empty((64,), np.float64).ctypes.data in {address, pool._buffers[1].ctypes.data}
+
+
+def test_sizes_do_not_mix_and_the_limit_holds():
+    pool = HostPool(1000, min_bytes=0)
+    a = pool.empty((100,), np.float64)  # 800 bytes: pooled
+    b = pool.empty((10,), np.float64)  # 80 more: pooled
+    c = pool.empty((100,), np.float64)  # over the limit: a plain array
+    assert pool.held_bytes == 880 and len({a.ctypes.data, b.ctypes.data, c.ctypes.data}) == 3
+    assert pool.empty((0, 3), np.float64).size == 0
+
+
+def test_threads_never_share_a_buffer():
+    pool = HostPool(1 << 26, min_bytes=0)
+    seen, errors = [], []
+
+    def work(value):
+        for _ in range(200):
+            a = pool.empty((64, 64), np.float64)
+            a.fill(value)
+            if not (a == value).all():
+                errors.append(value)
+            seen.append(a.ctypes.data)
+
+    threads = [threading.Thread(target=work, args=(v,)) for v in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(pool._buffers) <= 4 * 2
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_pooled_arrays_behave_like_empty(order):
+    pool = HostPool(1 << 20, min_bytes=0)
+    a = pool.empty((3, 4, 5), np.float32, order)
+    ref = np.empty((3, 4, 5), np.float32, order=order)
+    assert a.dtype == ref.dtype and a.strides == ref.strides
+
+
+def test_small_arrays_are_plain_allocations():
+    pool = HostPool(1 << 30, min_bytes=1 << 20)
+    a = pool.empty((100, 100), np.float64)  # 80 kB
+    assert pool.held_bytes == 0 and a.flags.owndata
+    b = pool.empty((512, 512), np.float64)  # 2 MiB
+    assert pool.held_bytes == b.nbytes and not b.flags.owndata

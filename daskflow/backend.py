@@ -10,7 +10,8 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
@@ -178,3 +179,35 @@ def _idle_refs() -> int:
 #: bytes a process's :data:`HOST_POOL` keeps at most (``DASKFLOW_HOST_POOL_BYTES``, default 16 GiB)
 HOST_POOL_LIMIT = int(os.environ.get("DASKFLOW_HOST_POOL_BYTES", 16 << 30))
 HOST_POOL = HostPool()
+
+
+def cpu_threads() -> int:
+    """Threads the NumPy path may use inside one process: ``DASKFLOW_THREADS``, else
+    ``OMP_NUM_THREADS``, else 1 (Dask workers and tests stay single-threaded unless told)."""
+    for name in ("DASKFLOW_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def run_in_threads(fn: Callable, ranges: Sequence[tuple[int, int]], threads: int) -> None:
+    """``fn(start, stop)`` for every range, on a pool of ``threads`` threads (in this thread when
+    ``threads`` is 1 or there is one range); the work must release the GIL to gain anything."""
+    if threads <= 1 or len(ranges) <= 1:
+        for r in ranges:
+            fn(*r)
+        return
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="daskflow-cpu")
+    for future in [_POOLS[threads].submit(fn, *r) for r in ranges]:
+        future.result()
+
+
+def even_ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges cutting ``range(n)`` into at most ``parts`` nearly equal pieces."""
+    size = -(-n // max(1, parts))
+    return [(k, min(k + size, n)) for k in range(0, n, size)] if n else []

@@ -11,13 +11,11 @@ divergence of the gradient is exactly the Poisson operator of :mod:`daskflow.poi
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import HOST_POOL, array_module, compiled_loops
+from daskflow.backend import HOST_POOL, array_module, compiled_loops, cpu_threads, even_ranges, run_in_threads
 from daskflow.grid import Grid
 from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
@@ -360,23 +358,6 @@ def skew_advection(U, V, W, m: Metrics):
 # ---------------------------------------------------------------------------- fused explicit terms
 
 SLAB_POINTS = 1 << 15  # about the points of one z-slab of the blocked NumPy path (fits the L2 cache)
-_POOL: dict[int, ThreadPoolExecutor] = {}
-
-
-def cpu_threads() -> int:
-    """Threads the NumPy path may use inside one process: ``DASKFLOW_THREADS``, else
-    ``OMP_NUM_THREADS``, else 1 (Dask workers and tests stay single-threaded unless told)."""
-    for name in ("DASKFLOW_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return 1
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    if threads not in _POOL:
-        _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="daskflow-ops")
-    return _POOL[threads]
 
 
 def explicit_terms(U, V, W, m: Metrics, nu: float, axes=(0, 1, 2), threads: int | None = None,
@@ -430,17 +411,8 @@ def for_slabs(xp, shape, fn, threads: int | None = None, compiled: bool = False)
         fn(0, nz)
         return
     threads = cpu_threads() if threads is None else threads
-    if compiled:
-        depth = -(-nz // threads)
-    else:
-        depth = max(1, min(nz, SLAB_POINTS // max(1, shape[0] * shape[1])))
-    bounds = [(k, min(k + depth, nz)) for k in range(0, nz, depth)]
-    if threads > 1 and len(bounds) > 1:
-        for future in [_pool(threads).submit(fn, *b) for b in bounds]:
-            future.result()
-    else:
-        for b in bounds:
-            fn(*b)
+    slabs = threads if compiled else -(-nz // max(1, min(nz, SLAB_POINTS // max(1, shape[0] * shape[1]))))
+    run_in_threads(fn, even_ranges(nz, slabs), threads)
 
 
 def _divergence_block(U, V, W, m: Metrics, out) -> None:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 #: stepper-visible domain methods and the phase each is charged to
-PHASES = {"pad_velocity": "halo", "pad": "halo", "solve_pressure": "poisson", "implicit_z": "implicit",
-          "implicit_xyz": "implicit", "allreduce": "reduction"}
+PHASES = {"pad_velocity": "halo", "pad_and_sum": "halo", "pad": "halo", "solve_pressure": "poisson",
+          "implicit_z": "implicit", "implicit_xyz": "implicit", "allreduce": "reduction"}
 
 
 def phases_enabled() -> bool:

@@ -77,6 +77,10 @@ class LocalDomain:
         out = [self.pad(f, self.bcs.components[i], i) for i, f in enumerate(fields)]
         return out if pressure is None else [*out, self.pad(pressure, self.bcs.p)]
 
+    def pad_and_sum(self, fields, value: float):
+        """:meth:`pad_velocity` of ``fields`` and ``value`` summed over the domain (here: itself)."""
+        return self.pad_velocity(fields), value
+
     def solve_pressure(self, rhs):
         return self.poisson.solve(_fortran(rhs))
 
@@ -240,6 +244,12 @@ def _cut_halos(domain, src, blocks, dst) -> dict:
     return pieces
 
 
+def _cut_halos_and_total(domain, src, payload, dst) -> tuple[dict, float]:
+    """:func:`_cut_halos` (empty for a chunk that is no neighbour) and the scalar riding along."""
+    blocks, total = payload
+    return _cut_halos(domain, src, blocks, dst), total
+
+
 class ChunkDomain:
     """The pencil ``(p, q)`` owned by this worker, inside a fused task (one chunk per worker)."""
 
@@ -280,13 +290,15 @@ class ChunkDomain:
 
     # ---------------------------------------------------------------- halos
 
-    def pad_many(self, fields: dict, bcs: dict) -> dict:
+    def pad_many(self, fields: dict, bcs: dict, total: float | None = None):
         """``fields[name]`` padded by one cell, ``bcs[name] = ((pairs, values), component)``.
 
         x is padded locally; the y and z ghosts, edges included, arrive in one exchange with the up
         to eight neighbours (faces from the y and z neighbours, edge lines from the diagonal ones).
         Where a side is a wall the ghosts follow the boundary conditions, y before z, exactly as
-        padding y and then z one after the other would give them."""
+        padding y and then z one after the other would give them. With ``total`` every worker also
+        sends that scalar to every other in the same round, and the result is ``(padded, sum over
+        the workers in chunk order)``: a reduction without a round of its own."""
         padded, blocks = {}, {}
         for name, a in fields.items():
             xp = array_module(a)
@@ -296,28 +308,46 @@ class ChunkDomain:
             block[1:-1] = a
             ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)
             padded[name], blocks[name] = out, block
-        received = {}
-        for piece in self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
-                                      _cut_halos, None)[self.key]:
+        received, summed = {}, 0.0
+        if total is None:
+            pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
+                                      _cut_halos, None)[self.key]
+        else:
+            pieces = self.ex.exchange({self.key: (blocks, float(total))}, self.dec.indices,
+                                      lambda d: self.dec.indices, _cut_halos_and_total, None)[self.key]
+        for piece in pieces:
+            if total is not None:
+                piece, value = piece
+                summed += value
             received.update(piece)
         for name, out in padded.items():
             _fill_halos(out, blocks[name], name, bcs[name], received)
-        return padded
+        return padded if total is None else (padded, summed)
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]
 
     def pad_velocity(self, fields, pressure=None):
         """The three velocity components padded, and the pressure after them when given: one halo
-        exchange per axis for all of them."""
+        exchange for all of them."""
+        names, blocks, bcs = self._velocity_blocks(fields, pressure)
+        out = self.pad_many(blocks, bcs)
+        return [out[n] for n in names]
+
+    def pad_and_sum(self, fields, value: float):
+        """:meth:`pad_velocity` of ``fields`` and ``value`` summed over all workers, in one exchange."""
+        names, blocks, bcs = self._velocity_blocks(fields, None)
+        out, total = self.pad_many(blocks, bcs, total=value)
+        return [out[n] for n in names], total
+
+    def _velocity_blocks(self, fields, pressure):
         names = ["u", "v", "w"]
         bcs = {n: (ops.bc_of(self.bcs.components[i]), i) for i, n in enumerate(names)}
         blocks = dict(zip(names, fields, strict=True))
         if pressure is not None:
             names.append("p")
             bcs["p"], blocks["p"] = (ops.bc_of(self.bcs.p), None), pressure
-        out = self.pad_many(blocks, bcs)
-        return [out[n] for n in names]
+        return names, blocks, bcs
 
     # ---------------------------------------------------------------- reductions and walls
 

@@ -110,8 +110,9 @@ class HostPool:
     ``min_bytes``, default :func:`_unreused_size`) are plain allocations: glibc reuses those blocks
     already, and pooling them kept memory from the FFTs' own temporaries (measured 128 x 64 x 64
     channel step, one core: 71 ms pooled against 64 ms; 256 x 128 x 128, fields of 34 MB: 771 ms
-    pooled against 939 ms). At most ``limit`` bytes are kept (default :data:`HOST_POOL_LIMIT`);
-    beyond that arrays are plain allocations too.
+    pooled against 939 ms). At most ``limit`` bytes are kept (default :data:`HOST_POOL_LIMIT`):
+    idle buffers are dropped, least recently used first, to make room, and past the limit arrays are
+    plain allocations too.
     """
 
     def __init__(self, limit: int | None = None, min_bytes: int | None = None) -> None:
@@ -142,13 +143,30 @@ class HostPool:
                         best is None or self._stamps[i] > self._stamps[best]):
                     best = i
             if best is None:
-                if nbytes == 0 or self.held_bytes + nbytes > self.limit:
+                if nbytes == 0 or not self._make_room(nbytes):
                     return np.empty(shape, dtype, order=order)
                 self._buffers.append(np.empty(nbytes, dtype=np.uint8))
                 self._stamps.append(0)
                 best = len(self._buffers) - 1
             self._stamps[best] = self._handed
             return np.ndarray(shape, dtype, buffer=self._buffers[best], order=order)
+
+    def _make_room(self, nbytes: int) -> bool:
+        """Drop idle buffers, least recently handed out first, until ``nbytes`` more fit under the
+        limit (sizes a process no longer uses do not stay); whether they fit (lock held)."""
+        idle = sorted((self._stamps[i], i) for i in range(len(self._buffers))
+                      if _refcount(self._buffers, i) == self._idle_refs)
+        drop, held = set(), self.held_bytes
+        for _, i in idle:
+            if held + nbytes <= self.limit:
+                break
+            drop.add(i)
+            held -= self._buffers[i].nbytes
+        if drop:
+            keep = [i for i in range(len(self._buffers)) if i not in drop]
+            self._buffers = [self._buffers[i] for i in keep]
+            self._stamps = [self._stamps[i] for i in keep]
+        return held + nbytes <= self.limit
 
     def clear(self) -> None:
         """Forget every buffer (those in use stay valid for their arrays)."""
@@ -176,8 +194,19 @@ def _idle_refs() -> int:
     return _refcount([np.empty(1, dtype=np.uint8)], 0)
 
 
-#: bytes a process's :data:`HOST_POOL` keeps at most (``DASKFLOW_HOST_POOL_BYTES``, default 16 GiB)
-HOST_POOL_LIMIT = int(os.environ.get("DASKFLOW_HOST_POOL_BYTES", 16 << 30))
+def _default_pool_limit() -> int:
+    """A quarter of the machine's memory, at most 16 GiB (``DASKFLOW_HOST_POOL_BYTES`` overrides)."""
+    if "DASKFLOW_HOST_POOL_BYTES" in os.environ:
+        return int(os.environ["DASKFLOW_HOST_POOL_BYTES"])
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 16 << 30
+    return min(16 << 30, total // 4)
+
+
+#: bytes a process's :data:`HOST_POOL` keeps at most, idle or in use (:func:`_default_pool_limit`)
+HOST_POOL_LIMIT = _default_pool_limit()
 HOST_POOL = HostPool()
 
 

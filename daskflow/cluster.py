@@ -52,9 +52,10 @@ def worker_environment():
 
 
 def _worker_prologue() -> list[str]:
-    """Shell lines giving batch-job workers :data:`WORKER_MALLOC` (through their nanny's config)."""
-    return [f"export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__{name}={value}"
-            for name, value in WORKER_MALLOC.items()]
+    """Shell lines giving batch-job workers :data:`WORKER_MALLOC`: exported as they are (a nanny
+    prefers a variable already in its environment to its config, and Dask's ``DASK_*`` config
+    variables would arrive lower-cased, which glibc ignores)."""
+    return [f"export {name}={value}" for name, value in WORKER_MALLOC.items()]
 
 
 def _security(section: dict):

@@ -17,6 +17,7 @@ that advances its pencil, exchanging halos and solver pieces directly with the o
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -292,7 +293,7 @@ class Simulation:
         while True:  # wait, watching for a pencil's worker to disappear
             try:
                 wait(futures + extra, timeout=1.0)
-                return (futures, extra[0].result()) if clock else futures
+                break
             except TimeoutError:
                 alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
                 gone = sorted(set(owners) - alive)
@@ -300,6 +301,8 @@ class Simulation:
                     self.client.run(_abort, run_id, workers=sorted(alive))
                     self.client.cancel(futures + markers + extra, force=True)
                     raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
+        # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
+        return (futures, extra[0].result()) if clock else futures
 
     # ------------------------------------------------------------------ fields
 
@@ -446,9 +449,17 @@ class Simulation:
             raise RuntimeError(f"daskflow: {lost}; no checkpoints are written (output.checkpoint_every), so the "
                                "run cannot recover") from lost
         logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
-        self.client.wait_for_workers(len(self._workers), timeout=300)
-        self._workers = live_workers(self.client, len(self._workers))[: len(self._workers)]
-        self._plans = scatter_per_worker(self.client, self._flow_plan, self._workers)  # the new ones have none
+        n = len(self._workers)
+        for attempt in range(10):  # the worker list can still change while the cluster recovers
+            self.client.wait_for_workers(n, timeout=300)
+            self._workers = live_workers(self.client, n)[:n]
+            try:
+                self._plans = scatter_per_worker(self.client, self._flow_plan, self._workers)  # new ones have none
+                break
+            except (KeyError, TimeoutError):  # a worker of that list left (or is paused) again
+                if attempt == 9:
+                    raise
+                time.sleep(1.0)
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
         self._load_checkpoint()
 

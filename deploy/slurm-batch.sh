@@ -10,8 +10,7 @@ scheduler_file=${SLURM_SUBMIT_DIR:-$PWD}/scheduler-${SLURM_JOB_ID:-local}.json
 dask scheduler --scheduler-file "$scheduler_file" --protocol ucx --dashboard-address 127.0.0.1:8787 &
 while [ ! -f "$scheduler_file" ]; do sleep 1; done
 # workers keep freed field-sized blocks instead of page-faulting fresh ones (daskflow.cluster.WORKER_MALLOC)
-export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_MMAP_THRESHOLD_=33554432
-export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=1073741824
+export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
 srun --ntasks-per-node=1 dask cuda worker --scheduler-file "$scheduler_file" --protocol ucx &
 restart=()
 [ "${RESTART:-0}" = 1 ] && restart=(--restart)

@@ -76,3 +76,16 @@ def test_small_arrays_are_plain_allocations():
     assert pool.held_bytes == 0 and a.flags.owndata
     b = pool.empty((512, 512), np.float64)  # 2 MiB
     assert pool.held_bytes == b.nbytes and not b.flags.owndata
+
+
+def test_idle_buffers_make_room_least_recently_used_first():
+    pool = HostPool(2000, min_bytes=0)
+    a, b = pool.empty((100,), np.float64), pool.empty((100,), np.float64)  # 1600 bytes held
+    kept = b.ctypes.data
+    del a, b
+    c = pool.empty((120,), np.float64)  # 960 more: the idle buffer handed out first (a's) goes
+    assert pool.held_bytes == 800 + 960
+    assert [x.ctypes.data for x in pool._buffers if x.nbytes == 800] == [kept]
+    big = pool.empty((250,), np.float64)  # 2000: b's buffer goes too, and still no room beside c
+    assert big.flags.owndata and pool.held_bytes == 960
+    del c

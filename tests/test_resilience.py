@@ -51,3 +51,27 @@ def test_repeated_losses_stop_cleanly_with_the_checkpoint_intact(tmp_path):
     assert len(list(marker.iterdir())) == 3
     fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
     assert clock["step"] == 4 and np.isfinite(fields["u"]).all()
+
+
+def _stall_first_pencil(dask_worker=None):
+    """Make this worker's next runs fail the way a peer's missing piece does (TimeoutError)."""
+    import daskflow.ns.distributed as nd
+
+    def advance(*args, **kwargs):
+        raise TimeoutError("daskflow exchange: pieces [...] did not arrive in 0.1 s (test)")
+
+    nd.advance = advance
+
+
+@pytest.mark.timeout(120)
+def test_a_task_timeout_reaches_the_caller():
+    """A run whose task raises TimeoutError (an exchange that waited too long) fails with it, and
+    is not mistaken for the client's own wait timing out (which would loop for ever)."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        cfg = copy.deepcopy(CHANNEL)
+        cfg["solver"] = {"pencils": [1, 2]}
+        sim = Simulation(cfg, client=client).run(steps=1)
+        client.run(_stall_first_pencil)
+        with pytest.raises(TimeoutError, match="did not arrive"):
+            sim.run(steps=1)

@@ -98,7 +98,8 @@ def test_jobscript_for_slurm_and_pbs(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert marker in proc.stdout and "dask_cuda.cli" in proc.stdout and "ucx" in proc.stdout
         assert "12:00:00" in proc.stdout and ("gpus-per-node=4" in proc.stdout or "ngpus=4" in proc.stdout)
-        assert "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=1073741824" in proc.stdout
+        assert "export MALLOC_TRIM_THRESHOLD_=1073741824" in proc.stdout
+        assert "export MALLOC_MMAP_THRESHOLD_=33554432" in proc.stdout
     proc = _daskflow("jobscript", str(EXAMPLES / "channel-small.yaml"))
     assert proc.returncode == 2 and "cluster.kind" in proc.stderr
 
@@ -208,3 +209,19 @@ def test_local_workers_keep_freed_memory():
         assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
     finally:
         os.environ.pop("MALLOC_TRIM_THRESHOLD_")
+
+
+def test_exported_malloc_variables_reach_nanny_workers(monkeypatch):
+    """What the job scripts rely on: variables exported before the nanny starts reach its worker
+    (distributed's own MALLOC_TRIM_THRESHOLD_ default does not override them)."""
+    import os
+
+    from distributed import Client, LocalCluster
+
+    from daskflow import cluster
+
+    for name, value in cluster.WORKER_MALLOC.items():
+        monkeypatch.setenv(name, value)
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as c, Client(c) as client:
+        seen = client.run(lambda: {k: os.environ.get(k) for k in cluster.WORKER_MALLOC})
+    assert list(seen.values()) == [cluster.WORKER_MALLOC]

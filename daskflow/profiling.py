@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 #: stepper-visible domain methods and the phase each is charged to
-PHASES = {"pad_velocity": "halo", "pad_and_sum": "halo", "pad": "halo", "solve_pressure": "poisson",
+PHASES = {"pad_velocity": "halo", "pad_and_reduce": "halo", "pad": "halo", "solve_pressure": "poisson",
           "implicit_z": "implicit", "implicit_xyz": "implicit", "allreduce": "reduction"}
 
 

@@ -45,12 +45,15 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
     """The run loop shared by the in-process and the distributed simulation: a fixed ``time.dt``
     or the CFL limit, the last step shortened to land on ``until``; ``after_step(stepper, state)``
     (the output writer) runs after every step."""
+    def landing(dt: float) -> float:  # the last step shortened to land on ``until``
+        return dt if until is None else min(dt, until - state.time)
+
     done = 0
     while (steps is None or done < steps) and (until is None or state.time < until * (1 - 1e-14)):
-        dt = time["dt"] if time["dt"] is not None else stepper.stable_dt(state, time["cfl"], time["dt_max"])
-        if until is not None:
-            dt = min(dt, until - state.time)
-        stepper.step(state, dt)
+        if time["dt"] is not None:
+            stepper.step(state, landing(time["dt"]))
+        else:  # the CFL limit, from the rate maximised during the step's first halo exchange
+            stepper.step(state, lambda rate: landing(stepper.dt_limit(rate, time["cfl"], time["dt_max"])))
         done += 1
         if after_step is not None:
             after_step(stepper, state)

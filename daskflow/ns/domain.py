@@ -77,9 +77,9 @@ class LocalDomain:
         out = [self.pad(f, self.bcs.components[i], i) for i, f in enumerate(fields)]
         return out if pressure is None else [*out, self.pad(pressure, self.bcs.p)]
 
-    def pad_and_sum(self, fields, value: float):
-        """:meth:`pad_velocity` of ``fields`` and ``value`` summed over the domain (here: itself)."""
-        return self.pad_velocity(fields), value
+    def pad_and_reduce(self, fields, value: float, op: str, pressure=None):
+        """:meth:`pad_velocity` and ``value`` reduced over the domain with ``op`` (here: itself)."""
+        return self.pad_velocity(fields, pressure), value
 
     def solve_pressure(self, rhs):
         return self.poisson.solve(_fortran(rhs))
@@ -202,6 +202,7 @@ def weighted_sum(u, dz) -> float:
 # ---------------------------------------------------------------------------- one pencil per worker
 
 
+REDUCTIONS = {"sum": sum, "max": max}  # how workers' scalars combine (in chunk order)
 OFFSETS = tuple((oy, oz) for oy in (-1, 0, 1) for oz in (-1, 0, 1) if (oy, oz) != (0, 0))
 
 
@@ -244,10 +245,10 @@ def _cut_halos(domain, src, blocks, dst) -> dict:
     return pieces
 
 
-def _cut_halos_and_total(domain, src, payload, dst) -> tuple[dict, float]:
+def _cut_halos_and_value(domain, src, payload, dst) -> tuple[dict, float]:
     """:func:`_cut_halos` (empty for a chunk that is no neighbour) and the scalar riding along."""
-    blocks, total = payload
-    return _cut_halos(domain, src, blocks, dst), total
+    blocks, value = payload
+    return _cut_halos(domain, src, blocks, dst), value
 
 
 class ChunkDomain:
@@ -290,15 +291,16 @@ class ChunkDomain:
 
     # ---------------------------------------------------------------- halos
 
-    def pad_many(self, fields: dict, bcs: dict, total: float | None = None):
+    def pad_many(self, fields: dict, bcs: dict, reduce: tuple[float, str] | None = None):
         """``fields[name]`` padded by one cell, ``bcs[name] = ((pairs, values), component)``.
 
         x is padded locally; the y and z ghosts, edges included, arrive in one exchange with the up
         to eight neighbours (faces from the y and z neighbours, edge lines from the diagonal ones).
         Where a side is a wall the ghosts follow the boundary conditions, y before z, exactly as
-        padding y and then z one after the other would give them. With ``total`` every worker also
-        sends that scalar to every other in the same round, and the result is ``(padded, sum over
-        the workers in chunk order)``: a reduction without a round of its own."""
+        padding y and then z one after the other would give them. With ``reduce = (value, op)``
+        every worker also sends ``value`` to every other in the same round, and the result is
+        ``(padded, op over the workers' values in chunk order)`` (``op``: ``sum`` or ``max``): a
+        reduction without a round of its own."""
         padded, blocks = {}, {}
         for name, a in fields.items():
             xp = array_module(a)
@@ -308,21 +310,21 @@ class ChunkDomain:
             block[1:-1] = a
             ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)
             padded[name], blocks[name] = out, block
-        received, summed = {}, 0.0
-        if total is None:
+        received, values = {}, []
+        if reduce is None:
             pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
                                       _cut_halos, None)[self.key]
         else:
-            pieces = self.ex.exchange({self.key: (blocks, float(total))}, self.dec.indices,
-                                      lambda d: self.dec.indices, _cut_halos_and_total, None)[self.key]
+            pieces = self.ex.exchange({self.key: (blocks, float(reduce[0]))}, self.dec.indices,
+                                      lambda d: self.dec.indices, _cut_halos_and_value, None)[self.key]
         for piece in pieces:
-            if total is not None:
+            if reduce is not None:
                 piece, value = piece
-                summed += value
+                values.append(value)
             received.update(piece)
         for name, out in padded.items():
             _fill_halos(out, blocks[name], name, bcs[name], received)
-        return padded if total is None else (padded, summed)
+        return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](values))
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]
@@ -334,11 +336,11 @@ class ChunkDomain:
         out = self.pad_many(blocks, bcs)
         return [out[n] for n in names]
 
-    def pad_and_sum(self, fields, value: float):
-        """:meth:`pad_velocity` of ``fields`` and ``value`` summed over all workers, in one exchange."""
-        names, blocks, bcs = self._velocity_blocks(fields, None)
-        out, total = self.pad_many(blocks, bcs, total=value)
-        return [out[n] for n in names], total
+    def pad_and_reduce(self, fields, value: float, op: str, pressure=None):
+        """:meth:`pad_velocity` and ``value`` reduced over all workers with ``op``, in one exchange."""
+        names, blocks, bcs = self._velocity_blocks(fields, pressure)
+        out, reduced = self.pad_many(blocks, bcs, reduce=(value, op))
+        return [out[n] for n in names], reduced
 
     def _velocity_blocks(self, fields, pressure):
         names = ["u", "v", "w"]
@@ -352,7 +354,7 @@ class ChunkDomain:
     # ---------------------------------------------------------------- reductions and walls
 
     def allreduce(self, value: float, op: str) -> float:
-        combine = {"sum": sum, "max": max}[op]
+        combine = REDUCTIONS[op]
         out = self.ex.exchange({self.key: float(value)}, self.dec.indices, lambda d: self.dec.indices,
                                lambda plan, s, block, d: block, None)[self.key]
         return float(combine(out))

@@ -70,13 +70,17 @@ class Stepper:
 
     # ------------------------------------------------------------------ time step size
 
-    def stable_dt(self, state: State, cfl: float, dt_max: float) -> float:
-        """CFL (and, for explicit diffusion, diffusive) limit of the RK3 scheme, times ``cfl``."""
+    def local_rate(self, state: State) -> float:
+        """``max(|u|/dx + |v|/dy + |w|/dz)`` over this domain's points (1/s): the advective rate."""
         xp = array_module(state.u)
         m = self.metrics
         dz = xp.asarray(m.dzf[1:-1])[None, None, :]
-        local = float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
-        rate = self.domain.allreduce(local, "max")
+        return float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
+
+    def dt_limit(self, rate: float, cfl: float, dt_max: float) -> float:
+        """CFL (and, for explicit diffusion, diffusive) limit of the RK3 scheme, times ``cfl``, from
+        the domain-wide advective ``rate`` (:meth:`local_rate`'s maximum over the domain)."""
+        m = self.metrics
         dt = dt_max if rate == 0 else min(dt_max, cfl * np.sqrt(3.0) / rate)
         inv2 = {"none": 1 / m.dx**2 + 1 / m.dy**2 + 1 / self.grid.dzf.min() ** 2,
                 "z": 1 / m.dx**2 + 1 / m.dy**2, "xyz": 0.0}[self.implicit]
@@ -101,9 +105,12 @@ class Stepper:
             return explicit_terms(*padded, self.metrics, self.nu, axes)
         return ops.explicit_terms(*padded, self.metrics, self.nu, axes, advection=self.advection)
 
-    def step(self, state: State, dt: float) -> State:
+    def step(self, state: State, dt) -> State:
+        """One RK3 step of size ``dt``, or of ``dt(rate)`` when ``dt`` is a function of the
+        domain-wide advective rate (:meth:`local_rate` maximised over the domain): that maximum then
+        rides on the step's first halo exchange instead of a reduction round of its own."""
         for s in range(3):
-            self.substep(state, s, dt)
+            dt = self.substep(state, s, dt)
         state.history = []  # beta[0] = 0: no right-hand side is needed across steps
         state.time += dt
         state.step += 1
@@ -115,14 +122,20 @@ class Stepper:
             return self.domain.implicit_z(increment, component, alpha)
         return self.domain.implicit_xyz(increment, component, alpha)
 
-    def substep(self, state: State, s: int, dt: float) -> None:
+    def substep(self, state: State, s: int, dt) -> float:
+        """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
         a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
         m, domain = self.metrics, self.domain
         xp = array_module(state.u)
         # Memory: every field-sized array is released as soon as the substep is done with it (the
         # previous substep's terms, the padded velocity, the old velocity components), so the peak
         # stays near the state plus this substep's explicit terms and a few temporaries.
-        *padded, P = domain.pad_velocity([state.u, state.v, state.w], state.p)  # one halo exchange per axis
+        if callable(dt):
+            (*padded, P), rate = domain.pad_and_reduce([state.u, state.v, state.w], self.local_rate(state), "max",
+                                                       pressure=state.p)
+            dt = dt(rate)
+        else:
+            *padded, P = domain.pad_velocity([state.u, state.v, state.w], state.p)
         rhs = self.explicit_terms(padded)
         implicit_axes = IMPLICIT_AXES[self.implicit]
         if not implicit_axes:
@@ -154,7 +167,7 @@ class Stepper:
             # The projection below leaves the bulk velocity as it is (the x-differences of phi sum
             # to zero around the periodic x axis), so u* is summed now, riding on the halo exchange
             # instead of costing a reduction round of its own.
-            padded_stars, total = domain.pad_and_sum(stars, weighted_sum(state.u, domain.dz()))
+            padded_stars, total = domain.pad_and_reduce(stars, weighted_sum(state.u, domain.dz()), "sum")
         else:
             padded_stars = domain.pad_velocity(stars)
         divergence = ops.divergence(*padded_stars, m, g * dt)
@@ -172,6 +185,7 @@ class Stepper:
             correction = self.forcing["value"][0] - self._bulk(total)
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / (g * dt)
+        return dt
 
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""

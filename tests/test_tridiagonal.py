@@ -73,7 +73,7 @@ def test_factored_matches_dense_per_column(rng, periodic):
 @pytest.mark.parametrize(
     "sizes", [[16], [8, 8], [2] * 8, [3, 2, 5, 1, 2, 3], [5, 11], [4, 4, 4, 4]]
 )
-def test_parallel_tridiagonal_equals_thomas(rng, periodic, sizes):
+def test_parallel_tridiagonal_equals_thomas(rng, cpu_path, periodic, sizes):
     m = sum(sizes)
     op = _random_op(rng, m, periodic)
     shift = -rng.uniform(0, 2, 7)
@@ -83,7 +83,7 @@ def test_parallel_tridiagonal_equals_thomas(rng, periodic, sizes):
 
 
 @pytest.mark.parametrize("m", [2, 3, 4, 9])
-def test_algorithm_2_reduces_like_algorithm_1(rng, m):
+def test_algorithm_2_reduces_like_algorithm_1(rng, cpu_path, m):
     op = _random_op(rng, m, True)  # keep both outer couplings
     shift = -rng.uniform(0, 2, 5)
     d = rng.standard_normal((m, 5))
@@ -99,7 +99,7 @@ def test_algorithm_2_reduces_like_algorithm_1(rng, m):
     np.testing.assert_allclose(d2 / b2, d1, rtol=1e-12, atol=1e-14)
 
 
-def test_reduced_rows_are_the_boundary_equations(rng):
+def test_reduced_rows_are_the_boundary_equations(rng, cpu_path):
     """Rows 0 and m-1 after reduction involve only the neighbours' and the own boundary unknowns."""
     m, ncols = 6, 3
     op = _random_op(rng, m, True)

@@ -1,9 +1,10 @@
-"""Compiled CPU loop (Numba) for the batched Thomas solve of the Poisson/Helmholtz z systems.
+"""Compiled CPU loops (Numba) for the batched tridiagonal work of the Poisson/Helmholtz z solves.
 
-The NumPy sweep of :func:`daskflow.tridiagonal.thomas.solve_shifted` makes about six array
-operations per row with a temporary each; this loop makes one pass per row with no temporaries,
-the CPU twin of the ``thomas_shifted`` CUDA kernel. Used when
-:func:`daskflow.backend.compiled_loops` says so.
+The NumPy sweeps of :func:`daskflow.tridiagonal.thomas.solve_shifted` and of P-TDMA's local
+cyclic reduction (:func:`daskflow.tridiagonal.cyclic_reduction.reduce` and ``reconstruct``) make
+a few array operations per row, each with a temporary; these loops make one pass per row with none,
+the CPU twins of the ``thomas_shifted``, ``cr_reduce`` and ``cr_reconstruct`` CUDA kernels. Used
+when :func:`daskflow.backend.compiled_loops` says so.
 """
 
 from __future__ import annotations
@@ -31,3 +32,31 @@ def thomas_shifted(x, lower, diag, upper, shift, cp):
     for k in range(m - 2, -1, -1):
         for c in range(n):
             x[k, c] -= cp[k, c] * x[k + 1, c]
+
+
+@compiled
+def cr_reduce(x, lower, upper, inv_b):
+    """Algorithm 2, step 2, on the C-contiguous ``(m, ncols)`` chunk ``x`` in place: eliminate the
+    interior couplings downwards then upwards (the ``cr_reduce`` CUDA kernel's sweep)."""
+    m, n = x.shape
+    for k in range(2, m):
+        lo = lower[k]
+        for c in range(n):
+            x[k, c] -= lo * x[k - 1, c] * inv_b[k - 1, c]
+    for k in range(m - 3, -1, -1):
+        up = upper[k]
+        for c in range(n):
+            x[k, c] -= up * x[k + 1, c] * inv_b[k + 1, c]
+
+
+@compiled
+def cr_reconstruct(x, first, last, a, c, inv_b):
+    """Algorithm 2, step 4, in place: the interior rows of ``x`` from the solved first and last
+    unknowns of every column."""
+    m, n = x.shape
+    for k in range(1, m - 1):
+        for j in range(n):
+            x[k, j] = (x[k, j] - a[k, j] * first[j] - c[k, j] * last[j]) * inv_b[k, j]
+    for j in range(n):
+        x[0, j] = first[j]
+        x[m - 1, j] = last[j]

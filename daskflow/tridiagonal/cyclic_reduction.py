@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from daskflow.backend import array_module, is_cupy_array
-from daskflow.tridiagonal import kernels
+from daskflow.backend import array_module, compiled_loops, is_cupy_array
+from daskflow.tridiagonal import cpu_kernels, kernels
 from daskflow.tridiagonal.thomas import columns_view
 
 
@@ -90,6 +90,8 @@ def reduce(d, chunk: ReducedChunk):
     if is_cupy_array(d):
         kernels.launch("cr_reduce", x.dtype, x.shape[1], x, lower, upper, inv_b,
                        np.int32(m), np.int64(x.shape[1]))
+    elif compiled_loops():
+        cpu_kernels.cr_reduce(x, lower, upper, inv_b)
     else:
         for k in range(2, m):
             x[k] -= lower[k] * x[k - 1] * inv_b[k - 1]
@@ -114,6 +116,8 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
     if is_cupy_array(d):
         kernels.launch("cr_reconstruct", x.dtype, x.shape[1], x, x0, xl, a, c, inv_b,
                        np.int32(m), np.int64(x.shape[1]))
+    elif compiled_loops():
+        cpu_kernels.cr_reconstruct(x, x0, xl, a, c, inv_b)
     else:
         x[1 : m - 1] = (x[1 : m - 1] - a[1 : m - 1] * x0 - c[1 : m - 1] * xl) * inv_b[1 : m - 1]
         x[0] = x0

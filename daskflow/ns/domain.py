@@ -285,9 +285,15 @@ class ChunkDomain:
         self._pressure_setup_cache = None
 
     def finish(self) -> None:
-        """Let every send of this task leave before the task returns."""
+        """Let every send of this task leave before the task returns, and drop the solver set-ups:
+        the domain and its executors reference each other, so without this they would wait for a
+        full garbage collection, and the set-ups of several runs (P-TDMA coefficients of the size of
+        the spectral field) piled up in a worker between collections."""
         for ex in self._executors:
             ex.finish()
+        self._helmholtz.clear()
+        self._z_solvers.clear()
+        self._pressure_setup_cache = None
 
     # ---------------------------------------------------------------- halos
 

@@ -309,14 +309,12 @@ class ChunkDomain:
         reduction without a round of its own."""
         padded, blocks = {}, {}
         for name, a in fields.items():
-            xp = array_module(a)
             (pairs, values), component = bcs[name]
-            out = ops.new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
+            out = ops.padded_copy(a)
             block = out[:, 1:-1, 1:-1]  # the x-padded field: what the neighbours get planes of
-            block[1:-1] = a
             ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)
             padded[name], blocks[name] = out, block
-        received, values = {}, []
+        received, scalars = {}, []
         if reduce is None:
             pieces = self.ex.exchange({self.key: blocks}, self.dec.indices, partial(_halo_sources, self),
                                       _cut_halos, None)[self.key]
@@ -326,11 +324,11 @@ class ChunkDomain:
         for piece in pieces:
             if reduce is not None:
                 piece, value = piece
-                values.append(value)
+                scalars.append(value)
             received.update(piece)
         for name, out in padded.items():
             _fill_halos(out, blocks[name], name, bcs[name], received)
-        return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](values))
+        return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](scalars))
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]

@@ -75,10 +75,20 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
     Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes. The
     result is one array (in :func:`memory_order`) filled in place (no intermediate copies).
     """
-    xp = array_module(a)
     pairs, values = bc_of(bc)
-    out = new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
+    out = padded_copy(a)
+    for axis in range(3):
+        # the part of ``out`` padded so far: all of the earlier axes, the interior of the later ones
+        view = out[tuple(slice(None) if ax <= axis else C for ax in range(3))]
+        fill_ghosts(view, axis, pairs[axis], values[axis], axis == component)
+    return out
 
+
+def padded_copy(a):
+    """A new array one cell larger on every side (:func:`new_field`) with ``a`` copied into its
+    interior; the ghost layers are left unset for the caller to fill."""
+    xp = array_module(a)
+    out = new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
     if _compiled(xp):
         for_slabs(xp, a.shape, lambda k0, k1: cpu_kernels.copy_interior(a, out, k0, k1), compiled=True)
     else:
@@ -86,10 +96,6 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
             out[C, C, k0 + 1:k1 + 1] = a[:, :, k0:k1]
 
         for_slabs(xp, a.shape, copy)
-    for axis in range(3):
-        # the part of ``out`` padded so far: all of the earlier axes, the interior of the later ones
-        view = out[tuple(slice(None) if ax <= axis else C for ax in range(3))]
-        fill_ghosts(view, axis, pairs[axis], values[axis], axis == component)
     return out
 
 

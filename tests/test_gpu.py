@@ -49,6 +49,18 @@ def test_parallel_tridiagonal_kernels_match_numpy(cupy, rng, periodic):
     _close(results[1], tridiagonal.solve_shifted(d.copy(), op, shift), 1e-12)
 
 
+@pytest.mark.parametrize("periodic", [False, True])
+def test_parallel_tridiagonal_kernels_with_one_shared_matrix(cupy, rng, periodic):
+    """The kernels read ``(m, 1)`` coefficients for every column (the z-implicit solves)."""
+    sizes = [4, 1, 6, 2]
+    m, ncols = sum(sizes), 300
+    lower, upper = rng.uniform(0.2, 1, m), rng.uniform(0.2, 1, m)
+    op = Tridiagonal(lower, -(lower + upper) - 0.3, upper, periodic)
+    d = rng.standard_normal((m, ncols))
+    shared = chunked_solve(op, cupy.zeros(1), cupy.asarray(d), sizes)
+    _close(shared, chunked_solve(op, np.zeros(ncols), d, sizes), 1e-12)
+
+
 TRIPLES = list(itertools.product(BC_PAIRS, repeat=3))
 
 

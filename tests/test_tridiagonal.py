@@ -82,6 +82,30 @@ def test_parallel_tridiagonal_equals_thomas(rng, cpu_path, periodic, sizes):
     np.testing.assert_allclose(chunked_solve(op, shift, d, sizes), thomas, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("sizes", [[9], [4, 5], [3, 2, 1, 3], [2] * 5])
+def test_parallel_tridiagonal_with_one_shared_matrix(rng, cpu_path, periodic, sizes):
+    """Coefficients of one column, ``(m, 1)``, serve every column (the z-implicit solves): the
+    same answer as per-column coefficients of the same matrix, and as Thomas."""
+    m, ncols = sum(sizes), 6
+    op = _random_op(rng, m, periodic)
+    shift = -rng.uniform(0, 2)
+    d = _rhs(rng, (m, ncols), "complex")
+    shared = chunked_solve(op, np.full(1, shift), d, sizes)
+    per_column = chunked_solve(op, np.full(ncols, shift), d, sizes)
+    np.testing.assert_allclose(shared, per_column, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(shared, solve_shifted(d.copy(), op, np.full(ncols, shift)), rtol=1e-12, atol=1e-13)
+
+
+def test_reduction_refuses_coefficients_of_other_columns(rng, cpu_path):
+    op = _random_op(rng, 5, False)
+    chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, np.zeros(3))
+    with pytest.raises(ValueError, match="coefficients for 3 columns cannot serve 4 columns"):
+        tridiagonal.reduce(rng.standard_normal((5, 4)), chunk)
+    with pytest.raises(ValueError, match="coefficients for 3 columns cannot serve 2 columns"):
+        tridiagonal.reconstruct(rng.standard_normal((5, 2)), np.zeros(2), np.zeros(2), chunk)
+
+
 @pytest.mark.parametrize("m", [2, 3, 4, 9])
 def test_algorithm_2_reduces_like_algorithm_1(rng, cpu_path, m):
     op = _random_op(rng, m, True)  # keep both outer couplings

@@ -503,16 +503,19 @@ class ChunkDomain:
         slices = split_slices(ncols, pz)
 
         def build():  # coefficients change with alpha only: reused while dt stays the same
-            shift = xp.zeros(ncols)
+            # The matrix is the same in every column: its reduction coefficients are one column,
+            # (m, 1), set up on the host in O(m) and moved once; with a CFL-adaptive dt this
+            # runs at every solve, so it must not cost field-sized device work or memory.
+            shift = np.zeros(1)
             chunks = {i: tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift)
                       for i, r in enumerate(rows) if r.stop > r.start}
             system = tridiagonal.reduced_system(list(chunks.values()))
-            if pz > 2:  # this chunk solves the reduced systems of its slice of columns only
-                system = [xp.ascontiguousarray(a[:, slices[q]]) for a in system]
+            reduced = tridiagonal.FactoredTridiagonal.factor(*system, op.periodic).to(xp)
             # keep only this chunk's coefficients: the others served their boundary rows
-            return chunks.get(q), tridiagonal.FactoredTridiagonal.factor(*system, op.periodic)
+            own = chunks.get(q)
+            return (None if own is None else tridiagonal.ReducedChunk(*(xp.asarray(f) for f in own))), reduced
 
-        own, reduced = _cached(self._z_solvers, (component, alpha, ncols), build)
+        own, reduced = _cached(self._z_solvers, (component, alpha), build)
         counts = [tridiagonal.boundary_rows(r.stop - r.start) if r.stop > r.start else 0 for r in rows]
         boundary = tridiagonal.reduce(cols, own).reshape(-1, ncols) if m else xp.zeros((0, ncols), cols.dtype)
         if pz <= 2:

@@ -37,26 +37,30 @@ def thomas_shifted(x, lower, diag, upper, shift, cp):
 @compiled
 def cr_reduce(x, lower, upper, inv_b):
     """Algorithm 2, step 2, on the C-contiguous ``(m, ncols)`` chunk ``x`` in place: eliminate the
-    interior couplings downwards then upwards (the ``cr_reduce`` CUDA kernel's sweep)."""
+    interior couplings downwards then upwards (the ``cr_reduce`` CUDA kernel's sweep). ``inv_b``
+    is ``(m, ncols)``, or ``(m, 1)`` for one matrix shared by every column."""
     m, n = x.shape
+    per_column = 1 if inv_b.shape[1] > 1 else 0
     for k in range(2, m):
         lo = lower[k]
         for c in range(n):
-            x[k, c] -= lo * x[k - 1, c] * inv_b[k - 1, c]
+            x[k, c] -= lo * x[k - 1, c] * inv_b[k - 1, c * per_column]
     for k in range(m - 3, -1, -1):
         up = upper[k]
         for c in range(n):
-            x[k, c] -= up * x[k + 1, c] * inv_b[k + 1, c]
+            x[k, c] -= up * x[k + 1, c] * inv_b[k + 1, c * per_column]
 
 
 @compiled
 def cr_reconstruct(x, first, last, a, c, inv_b):
     """Algorithm 2, step 4, in place: the interior rows of ``x`` from the solved first and last
-    unknowns of every column."""
+    unknowns of every column (coefficients ``(m, ncols)`` or, shared, ``(m, 1)``)."""
     m, n = x.shape
+    per_column = 1 if inv_b.shape[1] > 1 else 0
     for k in range(1, m - 1):
         for j in range(n):
-            x[k, j] = (x[k, j] - a[k, j] * first[j] - c[k, j] * last[j]) * inv_b[k, j]
+            jc = j * per_column
+            x[k, j] = (x[k, j] - a[k, jc] * first[j] - c[k, jc] * last[j]) * inv_b[k, jc]
     for j in range(n):
         x[0, j] = first[j]
         x[m - 1, j] = last[j]

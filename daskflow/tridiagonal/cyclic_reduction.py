@@ -9,7 +9,10 @@ the chunk; after the boundary values are known the interior is reconstructed in 
   together, rows normalised to a unit diagonal), kept as the reference.
 * :func:`precompute`, :func:`reduce`, :func:`reconstruct` are Algorithm 2: the coefficients
   ``(a, c, 1/b)`` depend on the column only through the diagonal shift and are computed once;
-  at run time only ``d`` changes, with no scratch copies of ``a`` or ``c``.
+  at run time only ``d`` changes, with no scratch copies of ``a`` or ``c``. A shift of one value
+  gives coefficients of one column, ``(m, 1)``, shared by every column of ``d`` (the z-implicit
+  diffusion solves, whose matrix is the same in every column): set-up is then O(m) on the host
+  and holds no field-sized arrays.
 """
 
 from __future__ import annotations
@@ -87,9 +90,10 @@ def reduce(d, chunk: ReducedChunk):
     x = columns_view(d)
     real = x.real.dtype
     lower, upper, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.lower, chunk.upper, chunk.inv_b))
+    ccols = _coefficient_columns(inv_b, x)
     if is_cupy_array(d):
         kernels.launch("cr_reduce", x.dtype, x.shape[1], x, lower, upper, inv_b,
-                       np.int32(m), np.int64(x.shape[1]))
+                       np.int32(m), np.int64(x.shape[1]), np.int64(ccols))
     elif compiled_loops():
         cpu_kernels.cr_reduce(x, lower, upper, inv_b)
     else:
@@ -99,6 +103,16 @@ def reduce(d, chunk: ReducedChunk):
             x[k] -= upper[k] * x[k + 1] * inv_b[k + 1]
     rows = [0] if m == 1 else [0, m - 1]
     return d[rows]
+
+
+def _coefficient_columns(coefficients, x) -> int:
+    """Columns of a chunk's ``(m, ccols)`` coefficients for the ``(m, ncols)`` data ``x``: 1 (one
+    matrix for every column) or ``ncols``; anything else is a caller's error, refused before a
+    kernel reads out of bounds."""
+    ccols = coefficients.shape[1]
+    if ccols not in (1, x.shape[1]):
+        raise ValueError(f"coefficients for {ccols} columns cannot serve {x.shape[1]} columns")
+    return ccols
 
 
 def reconstruct(d, first, last, chunk: ReducedChunk):
@@ -113,9 +127,10 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
     x0 = xp.ascontiguousarray(first, dtype=x.dtype).reshape(-1)
     xl = xp.ascontiguousarray(last, dtype=x.dtype).reshape(-1)
     a, c, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.a, chunk.c, chunk.inv_b))
+    ccols = _coefficient_columns(inv_b, x)
     if is_cupy_array(d):
         kernels.launch("cr_reconstruct", x.dtype, x.shape[1], x, x0, xl, a, c, inv_b,
-                       np.int32(m), np.int64(x.shape[1]))
+                       np.int32(m), np.int64(x.shape[1]), np.int64(ccols))
     elif compiled_loops():
         cpu_kernels.cr_reconstruct(x, x0, xl, a, c, inv_b)
     else:

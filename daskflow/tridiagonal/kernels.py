@@ -139,20 +139,21 @@ extern "C" __global__ void factored_solve(T* d, const R* lower, const R* inv_den
     # Algorithm 2, step 2 (run time): reduce d in place with precomputed 1/b.
     "cr_reduce": r"""
 extern "C" __global__ void cr_reduce(T* d, const R* lower, const R* upper, const R* inv_b,
-        const int m, const long long ncols) {
+        const int m, const long long ncols, const long long ccols) {
     const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (col >= ncols) return;
     if (m < 3) return;
+    const long long j = ccols == 1 ? 0 : col;  // coefficient column: one shared by all, or per column
     T prev = d[ncols + col];
     for (int k = 2; k < m; ++k) {
         const long long i = k * ncols + col;
-        prev = d[i] - lower[k] * prev * inv_b[i - ncols];
+        prev = d[i] - lower[k] * prev * inv_b[(k - 1) * ccols + j];
         d[i] = prev;
     }
     T next = d[(long long)(m - 2) * ncols + col];
     for (int k = m - 3; k >= 0; --k) {
         const long long i = k * ncols + col;
-        next = d[i] - upper[k] * next * inv_b[i + ncols];
+        next = d[i] - upper[k] * next * inv_b[(k + 1) * ccols + j];
         d[i] = next;
     }
 }
@@ -160,14 +161,15 @@ extern "C" __global__ void cr_reduce(T* d, const R* lower, const R* upper, const
     # Algorithm 2, step 4: reconstruct the interior from the two boundary values.
     "cr_reconstruct": r"""
 extern "C" __global__ void cr_reconstruct(T* d, const T* first, const T* last, const R* a,
-        const R* c, const R* inv_b, const int m, const long long ncols) {
+        const R* c, const R* inv_b, const int m, const long long ncols, const long long ccols) {
     const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (col >= ncols) return;
+    const long long j = ccols == 1 ? 0 : col;
     const T x0 = first[col], xl = last[col];
     d[col] = x0;
     for (int k = 1; k < m - 1; ++k) {
-        const long long i = k * ncols + col;
-        d[i] = (d[i] - a[i] * x0 - c[i] * xl) * inv_b[i];
+        const long long i = k * ncols + col, ic = k * ccols + j;
+        d[i] = (d[i] - a[ic] * x0 - c[ic] * xl) * inv_b[ic];
     }
     if (m > 1) d[(long long)(m - 1) * ncols + col] = xl;
 }

@@ -1,6 +1,7 @@
 """The validation package: reductions on analytic fields and on a real (tiny) cavity run, the
 reference tables, and the figures command on the committed data."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,72 @@ def test_profile_extremum_between_the_stored_points():
     assert where == pytest.approx(fine[np.argmin(exact)], abs=2e-3)
     assert value == pytest.approx(exact.min(), abs=1e-4) and value < profile.min()
     assert cavity.extremum(z, -profile, "max")[0] == pytest.approx(-value)
+
+
+def _committed_channel_scalars() -> dict:
+    from daskflow.validation.cavity import _read_csv
+
+    return _read_csv(DATA / "channel180-scalars.csv")
+
+
+def test_channel_scalars_compared_sample_by_sample():
+    from daskflow.validation import channel
+
+    reference = _committed_channel_scalars()
+    same = channel.compare_scalars(reference, reference)
+    assert same["reproduces"] and same["samples"] == len(reference["time"]) == same["steps"] // 20
+    assert set(same["max_relative_deviation"].values()) == {0.0}
+    # a run of the first 1000 steps, equal up to the committed series' 8 digits, reproduces it
+    short = {k: v[:50] * (1 + 4e-8) for k, v in reference.items()}
+    result = channel.compare_scalars(short, reference)
+    assert result["reproduces"] and result["samples"] == 50 and result["steps"] == 1000
+    assert all(3e-8 < d < 5e-8 for d in result["max_relative_deviation"].values())
+    # a trajectory that leaves the reference at sample 11 (step 220) is caught there
+    drifted = {k: v[:50].copy() for k, v in reference.items()}
+    drifted["re_tau"][10:] *= 1 + 1e-5
+    result = channel.compare_scalars(drifted, reference)
+    assert not result["reproduces"] and result["first_step_beyond_tolerance"]["re_tau"] == 220
+    assert result["first_step_beyond_tolerance"]["time"] is None
+    assert result["max_relative_deviation"]["re_tau"] == pytest.approx(1e-5, rel=1e-6)
+    with pytest.raises(ValueError, match="no common scalar samples"):
+        channel.compare_scalars({k: v[:0] for k, v in reference.items()}, reference)
+
+
+def test_reproduce_runs_the_command_line_and_records_the_comparison(tmp_path, monkeypatch):
+    """The real ``daskflow run`` on a tiny channel: against a foreign reference it fails and says
+    so; against its own series (8 digits, as committed) it reproduces; both runs are recorded."""
+    import yaml
+
+    from daskflow.validation import channel
+    from daskflow.validation.cavity import _write_csv
+
+    example = tmp_path / "tiny.yaml"
+    example.write_text(yaml.safe_dump({
+        "grid": {"shape": [12, 8, 10], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.5, "z_cluster": "both"},
+        "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
+        "boundaries": {"preset": "channel"},
+        "time": {"steps": 100, "cfl": 0.8, "dt_max": 0.05, "implicit_diffusion": "z"},
+        "initial": {"kind": "turbulent_channel", "amplitude": 0.3, "seed": 0},
+        "solver": {"poisson": "ptdma", "pencils": [1, 1], "device": "cpu"},
+        "output": {"store": "unused.zarr", "scalars_every": 20, "profiles_every": 0, "checkpoint_every": 0}}))
+    monkeypatch.setattr(channel, "EXAMPLE", example)
+    data = tmp_path / "data"
+    data.mkdir()
+    reference = _committed_channel_scalars()  # the 512 x 256 x 144 run: a different flow
+    columns = list(channel.SCALAR_COLUMNS)
+    _write_csv(data / "channel180-scalars.csv", columns, [reference[c] for c in columns])
+    foreign = channel.reproduce(data, tmp_path / "work", steps=60)
+    assert not foreign["reproduces"] and foreign["samples"] == 3 and foreign["cluster"] == "none"
+    assert foreign["first_step_beyond_tolerance"]["re_tau"] == 20
+
+    from daskflow import analysis
+
+    own = analysis.open_run(tmp_path / "work" / "channel180-reproduce.zarr")["scalars"]
+    _write_csv(data / "channel180-scalars.csv", columns, [own[c].values for c in columns])
+    again = channel.reproduce(data, tmp_path / "work", steps=60)
+    assert again["reproduces"] and again["samples"] == 3
+    assert max(again["max_relative_deviation"].values()) <= 5e-8
+    records = json.loads((data / "channel180-reproduction.json").read_text())
+    assert [r["reproduces"] for r in records] == [False, True]
+    table = channel.reproduction_table(data)
+    assert table.count("\n") == 3 and "| no |" in table and "| yes |" in table

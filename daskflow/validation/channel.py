@@ -123,6 +123,101 @@ def run(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), secon
 
 
 # ------------------------------------------------------------------------------------------------
+# Reproduction of the committed run
+# ------------------------------------------------------------------------------------------------
+
+SCALAR_COLUMNS = ("time", "re_tau", "tau_wall_bottom", "tau_wall_top", "kinetic_energy", "bulk_velocity", "dt")
+SAMPLE_EVERY = 20  # steps between the committed scalars (output.scalars_every of the example)
+# The committed series is printed with 8 significant digits: a run that repeats the committed one
+# operation for operation differs from it by that rounding, 5e-8 relative at most.
+REPRODUCTION_TOLERANCE = 1e-7
+
+
+def compare_scalars(run: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                    tolerance: float = REPRODUCTION_TOLERANCE) -> dict:
+    """Sample-by-sample relative deviation of a run's scalar series from the reference series (both
+    sampled every :data:`SAMPLE_EVERY` steps from step 20 on, compared over the common samples):
+    the largest deviation per quantity, the first step where it exceeds ``tolerance``, and whether
+    every quantity stays within it."""
+    samples = min(len(run["time"]), len(reference["time"]))
+    if samples == 0:
+        raise ValueError("no common scalar samples to compare (the run wrote none)")
+    worst, first = {}, {}
+    for name in SCALAR_COLUMNS:
+        a, b = np.asarray(run[name][:samples], float), np.asarray(reference[name][:samples], float)
+        deviation = np.abs(a - b) / np.maximum(np.abs(b), np.finfo(float).tiny)
+        worst[name] = float(deviation.max())
+        beyond = np.flatnonzero(deviation > tolerance)
+        first[name] = int((beyond[0] + 1) * SAMPLE_EVERY) if beyond.size else None
+    return {"samples": samples, "steps": samples * SAMPLE_EVERY, "tolerance": tolerance,
+            "max_relative_deviation": worst, "first_step_beyond_tolerance": first,
+            "reproduces": all(step is None for step in first.values())}
+
+
+def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), steps: int = 1000,
+              cluster: str = "none", pencils: tuple[int, int] | None = None) -> dict:
+    """Run the first ``steps`` steps of ``examples/channel180.yaml`` with this installation (the real
+    command line; ``cluster`` and ``pencils`` as ``daskflow run`` takes them) and compare its scalars
+    with the committed run's (:func:`compare_scalars`). The result, with the device, the commit and
+    the wall time, is appended to ``data_dir/channel180-reproduction.json``. The scratch store
+    ``work_dir/channel180-reproduce.zarr`` is replaced."""
+    import shutil
+
+    from daskflow import analysis
+
+    data_dir, store = Path(data_dir), Path(work_dir) / "channel180-reproduce.zarr"
+    reference = _read_csv(data_dir / "channel180-scalars.csv")
+    shutil.rmtree(store, ignore_errors=True)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "daskflow", "run", str(EXAMPLE), "--steps", str(steps), "--output", str(store),
+               "--cluster", cluster, "--report-every", str(10 * SAMPLE_EVERY)]
+    if pencils:
+        command += ["--pencils", *map(str, pencils)]
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    wall = time.perf_counter() - start
+    scalars = analysis.open_run(store)["scalars"]
+    result = compare_scalars({name: scalars[name].values for name in SCALAR_COLUMNS}, reference)
+    result.update({"device": _device(), "commit": _commit(), "cluster": cluster,
+                   "pencils": list(pencils) if pencils else [1, 1], "wall_s": round(wall, 1),
+                   "command": " ".join(["daskflow", *command[3:]])})
+    path = data_dir / "channel180-reproduction.json"
+    records = json.loads(path.read_text()) if path.exists() else []
+    path.write_text(json.dumps(records + [result], indent=1) + "\n")
+    return result
+
+
+def _device() -> str:
+    from daskflow.backend import cupy_or_none, device_name
+
+    cp = cupy_or_none()
+    return device_name(cp if cp is not None else np)
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=EXAMPLE.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def reproduction_table(data_dir: Path) -> str:
+    """Markdown table of the recorded reproductions (empty when there are none)."""
+    path = Path(data_dir) / "channel180-reproduction.json"
+    if not path.exists():
+        return ""
+    rows = ["| device | commit | cluster, pencils | steps | wall time (s) | max rel. deviation: Re_tau | "
+            "tau_w (bottom, top) | kinetic energy | dt | within 1e-7 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in json.loads(path.read_text()):
+        w = r["max_relative_deviation"]
+        rows.append(f"| {r['device']} | {r['commit']} | {r['cluster']}, {tuple(r['pencils'])} | {r['steps']} | "
+                    f"{r['wall_s']} | {w['re_tau']:.1e} | {w['tau_wall_bottom']:.1e}, {w['tau_wall_top']:.1e} | "
+                    f"{w['kinetic_energy']:.1e} | {w['dt']:.1e} | {'yes' if r['reproduces'] else 'no'} |")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------------------------
 # Figures and table
 # ------------------------------------------------------------------------------------------------
 
@@ -220,6 +315,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
 
 
 def table(data_dir: Path) -> str:
+    """The statistics of the averaging window and its halves, then the recorded reproductions."""
     summary = json.loads((Path(data_dir) / "channel180.json").read_text())
     rows = ["| window (t U_b/h) | samples | Re_tau | Cf | Cf Dean | U_c/U_b | U_c+ | peak u'+ (y+) "
             "| max balance error, y+ > 30 | max balance error, all y |",
@@ -230,4 +326,7 @@ def table(data_dir: Path) -> str:
                     f"{w['u_c_over_u_b']:.4f} | {w['u_c_plus']:.2f} | {w['u_rms_peak_plus']:.3f} "
                     f"({w['u_rms_peak_yplus']:.1f}) | {100 * w['balance_error_away']:.2f}% | "
                     f"{100 * w['balance_error_all']:.2f}% |")
+    reproductions = reproduction_table(data_dir)
+    if reproductions:
+        rows += ["", "Reproductions of the run's first steps:", "", reproductions]
     return "\n".join(rows)

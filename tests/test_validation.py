@@ -197,5 +197,6 @@ def test_reproduce_runs_the_command_line_and_records_the_comparison(tmp_path, mo
     assert max(again["max_relative_deviation"].values()) <= 5e-8
     records = json.loads((data / "channel180-reproduction.json").read_text())
     assert [r["reproduces"] for r in records] == [False, True]
+    assert records[1]["command"].startswith("daskflow run ") and "--steps 60 " in records[1]["command"]
     table = channel.reproduction_table(data)
     assert table.count("\n") == 3 and "| no |" in table and "| yes |" in table

@@ -180,7 +180,8 @@ def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"),
     result = compare_scalars({name: scalars[name].values for name in SCALAR_COLUMNS}, reference)
     result.update({"device": _device(), "commit": _commit(), "cluster": cluster,
                    "pencils": list(pencils) if pencils else [1, 1], "wall_s": round(wall, 1),
-                   "command": " ".join(["daskflow", *command[3:]])})
+                   "command": " ".join(["daskflow", "run", str(EXAMPLE.relative_to(EXAMPLE.parent.parent)),
+                                        *command[5:]])})
     path = data_dir / "channel180-reproduction.json"
     records = json.loads(path.read_text()) if path.exists() else []
     path.write_text(json.dumps(records + [result], indent=1) + "\n")
@@ -195,11 +196,15 @@ def _device() -> str:
 
 
 def _commit() -> str | None:
+    """The git commit of this source tree, or None when it is not a git checkout of its own (an
+    installed package, or an exported tree inside some other repository)."""
+    root = EXAMPLE.parent.parent
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=EXAMPLE.parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        top, commit = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], capture_output=True,
+                                     text=True, cwd=root, check=True).stdout.split()
+    except (OSError, ValueError, subprocess.CalledProcessError):
         return None
+    return commit if Path(top).resolve() == root.resolve() else None
 
 
 def reproduction_table(data_dir: Path) -> str:

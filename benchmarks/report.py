@@ -290,10 +290,12 @@ round-robin owners of the real graph) and prices it with the `H200_DASK` machine
 {1e3 * m.exchange_latency:.1f} ms per direct exchange (direct chained transposes minus links and copies),
 {1e3 * m.solve_overhead:.1f} ms of Dask overhead per fused solve (1-GPU chained minus the in-process
 floor), task-per-piece exchanges {1e3 * m.stage_exchange_base:.1f} + {1e3 * m.stage_exchange_per_source:.1f} ms
-per source, and {1e3 * (m.ns_exchange_latency or 0):.1f} ms per exchange inside a time step (the only
-multi-GPU step measurement, `channel_step_4xH200.json`, fits it). `python -c "from daskflow import
+per source, and {1e3 * (m.ns_exchange_latency or 0):.1f} ms per exchange inside a time step (fitted on
+the current code's y-slab step, `channel_step_4xH200_pencils41.json`; files marked `superseded_by`, older
+code's runs of the same case, are listed but fit nothing). `python -c "from daskflow import
 perfmodel; print(perfmodel.calibrate())"` re-derives them. `fit` rows fixed a parameter, `check` rows
-are predictions.
+are predictions, `superseded` rows are older code's runs of a case measured again since (the model
+describes the current code).
 
 Checked cases: {s['checked']}, within ±25 %: {s['within_25_percent']}; ratio predicted / measured:
 median {s['median_ratio']:.2f}, range {s['min_ratio']:.2f}–{s['max_ratio']:.2f}.

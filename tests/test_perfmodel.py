@@ -1,5 +1,6 @@
 """The communication/cost model: exact byte and task counts against the code, limits, calibration."""
 
+import json
 import math
 
 import dask.array as da
@@ -149,3 +150,21 @@ def test_paper_predictions():
     assert by["gather"] + by["scatter"] < 0.01 * strong[(512, 2), "ptdma"]["solve"]["total_s"]
     weak = {w["gpus"]: w for w in pred["weak"]}
     assert weak[1024]["ptdma_sliced"]["total_s"] < 1.1 * weak[128]["ptdma_sliced"]["total_s"]
+
+
+def test_calibration_skips_superseded_step_measurements(tmp_path):
+    """A measurement marked ``superseded_by`` (an older code's run of the same case) does not fit the
+    step's exchange latency, whatever order the files come in."""
+    import shutil
+
+    results = pm.default_results_dir()
+    for name in ("poisson_single_H200.json", "channel_step_H200.json"):
+        shutil.copy(f"{results}/{name}", tmp_path / name)
+    shutil.copy(f"{results}/channel_step_4xH200_pencils41.json", tmp_path / "a_current.json")
+    shutil.copy(f"{results}/channel_step_4xH200.json", tmp_path / "b_older.json")
+    fitted = pm.calibrate(str(tmp_path))
+    assert fitted.ns_exchange_latency == pytest.approx(pm.H200_DASK.ns_exchange_latency, rel=0.05)
+    older = json.loads((tmp_path / "b_older.json").read_text())
+    del older["superseded_by"]
+    (tmp_path / "b_older.json").write_text(json.dumps(older))
+    assert pm.calibrate(str(tmp_path)).ns_exchange_latency > 1.5 * pm.H200_DASK.ns_exchange_latency

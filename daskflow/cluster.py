@@ -28,22 +28,37 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 
 @contextlib.contextmanager
 def worker_environment():
-    """Local workers (their nannies) created inside start with :data:`WORKER_MALLOC`; the process's
-    environment and dask config are restored afterwards. Both are set because a nanny takes these
-    variables from the environment first and from its config second, and every nanny writes its own
-    values into the environment of the process that starts it (so an earlier cluster would win)."""
+    """Local workers (their nannies) created inside start with :data:`WORKER_MALLOC` and ignore
+    SIGINT and SIGTERM; the process's environment, dask config and signal handlers are restored
+    afterwards.
+
+    Both the environment and the config are set because a nanny takes these variables from the
+    environment first and from its config second, and every nanny writes its own values into the
+    environment of the process that starts it (so an earlier cluster would win). The signals: Ctrl-C
+    in a terminal, ``timeout`` and a batch system at the walltime signal the whole process group.
+    Workers that died of it would take the run's state with them; ignoring it (an ignored signal
+    stays ignored in a spawned child) leaves the decision to the process that owns the cluster,
+    which finishes its segment, writes a checkpoint and closes the workers (nannies stop them
+    through their own queue, then by SIGKILL, so nothing is left behind)."""
     import os
+    import signal
+    import threading
 
     import dask
     import distributed  # noqa: F401 - loads distributed's config defaults
 
     key = "distributed.nanny.pre-spawn-environ"
     saved = {name: os.environ.get(name) for name in WORKER_MALLOC}
+    # only the main thread may change handlers (a cluster started from a worker thread keeps them)
+    signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
     os.environ.update(WORKER_MALLOC)
     try:
         with dask.config.set({key: {**dask.config.get(key, {}), **WORKER_MALLOC}}):
             yield
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

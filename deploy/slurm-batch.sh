@@ -17,5 +17,7 @@ restart=()
 # run in the background so the batch shell can forward SLURM's TERM to it
 daskflow run "$config" --cluster "scheduler-file:$scheduler_file" "${restart[@]}" &
 run=$!
-trap 'kill -TERM $run' TERM
-wait $run
+trap 'kill -TERM "$run"' TERM
+# The first wait returns as soon as the trap fires; the second lets the run finish its segment and
+# write its checkpoint before the script (and with it the allocation) ends.
+wait "$run" || wait "$run"

@@ -1,6 +1,7 @@
 """``daskflow run / validate / info`` in subprocesses: runs, restarts, clean stops."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -58,25 +59,33 @@ def test_run_on_the_embedded_cluster_then_restart(tmp_path):
     assert list(steps) == list(range(1, 16))
 
 
-def test_sigterm_writes_a_checkpoint_and_exits_zero(tmp_path):
+@pytest.mark.parametrize("target", ["command", "process group"])
+def test_sigterm_writes_a_checkpoint_and_exits_zero(tmp_path, target):
+    """SIGTERM to the command alone (in process), or to its whole process group with an embedded
+    two-worker cluster (what a batch system does at the walltime): the workers outlive the signal,
+    the segment ends, a checkpoint is written and the command exits 0."""
     config = _small_config(tmp_path, steps=100000)
-    proc = subprocess.Popen([sys.executable, "-m", "daskflow", "run", str(config), "--cluster", "none",
-                             "--report-every", "2"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    cluster = ["--cluster", "none"] if target == "command" else ["--cluster", "local", "--pencils", "1", "2"]
+    proc = subprocess.Popen([sys.executable, "-m", "daskflow", "run", str(config), *cluster, "--report-every", "2"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     scalars = tmp_path / "run.zarr" / "scalars" / "step"
     deadline = time.time() + 120
     while time.time() < deadline and not (scalars / "c").exists():  # the run has written its first record
         time.sleep(0.2)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
+    if target == "command":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert "SIGTERM" in err and "--restart" in err
+    assert "SIGTERM" in err and "--restart" in err and "Traceback" not in err
     summary = json.loads(out.splitlines()[-1])
     from daskflow.io import store
 
     fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
-    assert clock["step"] == summary["steps"] and summary["stopped_by"] == "SIGTERM"
+    assert clock["step"] == summary["steps"] > 5 and summary["stopped_by"] == "SIGTERM"
 
 
 def test_info_reports_versions():
@@ -225,3 +234,33 @@ def test_exported_malloc_variables_reach_nanny_workers(monkeypatch):
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as c, Client(c) as client:
         seen = client.run(lambda: {k: os.environ.get(k) for k in cluster.WORKER_MALLOC})
     assert list(seen.values()) == [cluster.WORKER_MALLOC]
+
+
+def test_slurm_batch_script_forwards_the_walltime_signal_and_waits_for_the_checkpoint(tmp_path):
+    """``deploy/slurm-batch.sh`` with stand-ins for ``dask``, ``srun`` and ``daskflow``: SLURM's TERM
+    to the batch shell reaches the run, and the script waits until the run has written its checkpoint
+    (here: a marker written a second after the signal) and exits with the run's status."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_ins = {
+        "dask": 'for a in "$@"; do [ "$prev" = --scheduler-file ] && echo {} > "$a"; prev=$a; done; sleep 60',
+        "srun": "sleep 60",
+        "daskflow": f'trap \'sleep 1; echo checkpoint > "{tmp_path}/marker"; exit 0\' TERM\n'
+                    f'echo started > "{tmp_path}/started"\nwhile true; do sleep 0.1; done',
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(tmp_path),
+           "SLURM_JOB_ID": "1"}
+    script = EXAMPLES.parent / "deploy" / "slurm-batch.sh"
+    proc = subprocess.Popen(["bash", str(script), "run.yaml"], env=env, cwd=tmp_path, start_new_session=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not (tmp_path / "started").exists():
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # --signal=B:TERM: the batch shell only
+    try:
+        assert proc.wait(timeout=30) == 0
+        assert (tmp_path / "marker").read_text().strip() == "checkpoint"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the stand-in scheduler and workers

@@ -28,42 +28,53 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 
 @contextlib.contextmanager
 def worker_environment():
-    """Local workers (their nannies) created inside start with :data:`WORKER_MALLOC` and ignore
-    SIGINT and SIGTERM; the process's environment, dask config and signal handlers are restored
-    afterwards.
-
-    Both the environment and the config are set because a nanny takes these variables from the
-    environment first and from its config second, and every nanny writes its own values into the
-    environment of the process that starts it (so an earlier cluster would win). The signals: Ctrl-C
-    in a terminal, ``timeout`` and a batch system at the walltime signal the whole process group.
-    Workers that died of it would take the run's state with them; ignoring it (an ignored signal
-    stays ignored in a spawned child) leaves the decision to the process that owns the cluster,
-    which finishes its segment, writes a checkpoint and closes the workers (nannies stop them
-    through their own queue, then by SIGKILL, so nothing is left behind)."""
+    """Local workers (their nannies) created inside start with :data:`WORKER_MALLOC`; the process's
+    environment and dask config are restored afterwards. Both are set because a nanny takes these
+    variables from the environment first and from its config second, and every nanny writes its own
+    values into the environment of the process that starts it (so an earlier cluster would win)."""
     import os
-    import signal
-    import threading
 
     import dask
     import distributed  # noqa: F401 - loads distributed's config defaults
 
     key = "distributed.nanny.pre-spawn-environ"
     saved = {name: os.environ.get(name) for name in WORKER_MALLOC}
-    # only the main thread may change handlers (a cluster started from a worker thread keeps them)
-    signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
-    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
     os.environ.update(WORKER_MALLOC)
     try:
         with dask.config.set({key: {**dask.config.get(key, {}), **WORKER_MALLOC}}):
             yield
     finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def ignore_group_signals(client) -> None:
+    """Make the workers of a cluster this process owns ignore SIGINT and SIGTERM, the ones running
+    now and every one started later (a replacement after a worker loss, ``client.restart()``).
+
+    Ctrl-C in a terminal or Jupyter, ``timeout`` and a batch system at the walltime signal the
+    whole process group. Workers that died of it would take the run's state with them; ignoring it
+    leaves the decision to the owner, which finishes its segment, writes a checkpoint and closes the
+    cluster (nannies stop their workers through their own queue, then by SIGKILL, and a worker
+    exits when its nanny's process is gone, so nothing is left behind). Not for clusters started
+    elsewhere (``address``, ``scheduler-file``, batch jobs): their workers follow their own owner."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class IgnoreGroupSignals(WorkerPlugin):
+        name = "daskflow-ignore-group-signals"
+
+        def setup(self, worker) -> None:
+            import signal
+            import threading
+
+            if threading.current_thread() is threading.main_thread():  # the worker's event loop
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_IGN)
+
+    client.register_plugin(IgnoreGroupSignals(), name=IgnoreGroupSignals.name)
 
 
 def _worker_prologue() -> list[str]:
@@ -206,4 +217,6 @@ def start(section: dict, workers: int):
     with cluster, Client(cluster, security=security) as client:
         if kind in ("slurm", "pbs"):
             client.wait_for_workers(n)
+        else:
+            ignore_group_signals(client)
         yield client

@@ -220,6 +220,31 @@ def test_local_workers_keep_freed_memory():
         os.environ.pop("MALLOC_TRIM_THRESHOLD_")
 
 
+def test_workers_of_an_owned_cluster_ignore_group_signals_also_after_a_restart():
+    """The embedded cluster's workers ignore SIGINT/SIGTERM (the owner stops them), and so do the
+    workers the nannies start again later; this process's own handlers are untouched."""
+    import signal
+
+    from daskflow import cluster
+    from daskflow.config import DEFAULTS
+
+    def handlers():
+        return tuple(int(signal.getsignal(s)) if isinstance(signal.getsignal(s), int) else -1
+                     for s in (signal.SIGINT, signal.SIGTERM))
+
+    ignored = (int(signal.SIG_IGN),) * 2
+    mine = handlers()
+    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None}
+    with cluster.start(section, 1) as client:
+        before = client.run(handlers)
+        pids = client.run(os.getpid)
+        client.restart()
+        assert client.run(os.getpid) != pids  # a new worker process
+        after = client.run(handlers)
+    assert list(before.values()) == [ignored] and list(after.values()) == [ignored]
+    assert handlers() == mine
+
+
 def test_exported_malloc_variables_reach_nanny_workers(monkeypatch):
     """What the job scripts rely on: variables exported before the nanny starts reach its worker
     (distributed's own MALLOC_TRIM_THRESHOLD_ default does not override them)."""

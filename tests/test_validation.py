@@ -157,6 +157,16 @@ def test_channel_scalars_compared_sample_by_sample():
     assert not result["reproduces"] and result["first_step_beyond_tolerance"]["re_tau"] == 220
     assert result["first_step_beyond_tolerance"]["time"] is None
     assert result["max_relative_deviation"]["re_tau"] == pytest.approx(1e-5, rel=1e-6)
+    # a NaN never counts as within the tolerance, on either side
+    broken = {k: v[:50].copy() for k, v in reference.items()}
+    broken["kinetic_energy"][5:] = np.nan
+    result = channel.compare_scalars(broken, reference)
+    assert not result["reproduces"] and result["first_step_beyond_tolerance"]["kinetic_energy"] == 120
+    assert np.isnan(result["max_relative_deviation"]["kinetic_energy"])
+    # a run that stopped early agrees where it ran, but does not reproduce the steps it was asked for
+    early = channel.compare_scalars({k: v[:3] for k, v in reference.items()}, reference, expected_samples=50)
+    assert early["first_step_beyond_tolerance"]["re_tau"] is None
+    assert not early["complete"] and not early["reproduces"]
     with pytest.raises(ValueError, match="no common scalar samples"):
         channel.compare_scalars({k: v[:0] for k, v in reference.items()}, reference)
 

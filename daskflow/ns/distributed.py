@@ -65,7 +65,7 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
     the thread pool, aborting the run on every peer if it fails."""
     from distributed import get_worker
 
-    from daskflow.pencils.direct import collective
+    from daskflow.pencils.direct import collective, gpu_switch_interval
 
     worker = get_worker()
     domain = ChunkDomain(plan, worker, run_id, workers)
@@ -74,7 +74,7 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
                       plan.advection)
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
                   pencil["forcing_gradient"])
-    with collective(worker, run_id, workers):
+    with collective(worker, run_id, workers, gpu_switch_interval() if plan.device == "gpu" else None):
         if clock is None:
             out = body(stepper, state, domain)
         else:

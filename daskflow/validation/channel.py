@@ -134,11 +134,12 @@ REPRODUCTION_TOLERANCE = 1e-7
 
 
 def compare_scalars(run: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                    tolerance: float = REPRODUCTION_TOLERANCE) -> dict:
+                    tolerance: float = REPRODUCTION_TOLERANCE, expected_samples: int | None = None) -> dict:
     """Sample-by-sample relative deviation of a run's scalar series from the reference series (both
     sampled every :data:`SAMPLE_EVERY` steps from step 20 on, compared over the common samples):
-    the largest deviation per quantity, the first step where it exceeds ``tolerance``, and whether
-    every quantity stays within it."""
+    the largest deviation per quantity, the first step where it exceeds ``tolerance`` (a NaN on
+    either side counts as exceeding it), and whether every quantity stays within it. With
+    ``expected_samples``, a run that wrote fewer samples (it stopped early) does not reproduce."""
     samples = min(len(run["time"]), len(reference["time"]))
     if samples == 0:
         raise ValueError("no common scalar samples to compare (the run wrote none)")
@@ -146,21 +147,23 @@ def compare_scalars(run: dict[str, np.ndarray], reference: dict[str, np.ndarray]
     for name in SCALAR_COLUMNS:
         a, b = np.asarray(run[name][:samples], float), np.asarray(reference[name][:samples], float)
         deviation = np.abs(a - b) / np.maximum(np.abs(b), np.finfo(float).tiny)
-        worst[name] = float(deviation.max())
-        beyond = np.flatnonzero(deviation > tolerance)
+        worst[name] = float(np.nan if np.isnan(deviation).any() else deviation.max())
+        beyond = np.flatnonzero(~(deviation <= tolerance))
         first[name] = int((beyond[0] + 1) * SAMPLE_EVERY) if beyond.size else None
+    complete = expected_samples is None or len(run["time"]) >= expected_samples
     return {"samples": samples, "steps": samples * SAMPLE_EVERY, "tolerance": tolerance,
-            "max_relative_deviation": worst, "first_step_beyond_tolerance": first,
-            "reproduces": all(step is None for step in first.values())}
+            "max_relative_deviation": worst, "first_step_beyond_tolerance": first, "complete": complete,
+            "reproduces": complete and all(step is None for step in first.values())}
 
 
 def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), steps: int = 1000,
               cluster: str = "none", pencils: tuple[int, int] | None = None) -> dict:
     """Run the first ``steps`` steps of ``examples/channel180.yaml`` with this installation (the real
     command line; ``cluster`` and ``pencils`` as ``daskflow run`` takes them) and compare its scalars
-    with the committed run's (:func:`compare_scalars`). The result, with the device, the commit and
-    the wall time, is appended to ``data_dir/channel180-reproduction.json``. The scratch store
-    ``work_dir/channel180-reproduce.zarr`` is replaced."""
+    with the committed run's (:func:`compare_scalars`). The result, with the device (this host's
+    first GPU, or its CPU), the commit and the wall time, is appended to
+    ``data_dir/channel180-reproduction.json``. The scratch store ``work_dir/channel180-reproduce.zarr``
+    is replaced."""
     import shutil
 
     from daskflow import analysis
@@ -177,7 +180,8 @@ def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"),
     subprocess.run(command, check=True)
     wall = time.perf_counter() - start
     scalars = analysis.open_run(store)["scalars"]
-    result = compare_scalars({name: scalars[name].values for name in SCALAR_COLUMNS}, reference)
+    result = compare_scalars({name: scalars[name].values for name in SCALAR_COLUMNS}, reference,
+                             expected_samples=min(steps // SAMPLE_EVERY, len(reference["time"])))
     result.update({"device": _device(), "commit": _commit(), "cluster": cluster,
                    "pencils": list(pencils) if pencils else [1, 1], "wall_s": round(wall, 1),
                    "command": " ".join(["daskflow", "run", str(EXAMPLE.relative_to(EXAMPLE.parent.parent)),
@@ -196,15 +200,19 @@ def _device() -> str:
 
 
 def _commit() -> str | None:
-    """The git commit of this source tree, or None when it is not a git checkout of its own (an
-    installed package, or an exported tree inside some other repository)."""
+    """The git commit of this source tree (``-dirty`` when tracked files differ from it), or None
+    when it is not a git checkout of its own (an installed package, or an exported tree inside some
+    other repository)."""
     root = EXAMPLE.parent.parent
     try:
-        top, commit = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], capture_output=True,
-                                     text=True, cwd=root, check=True).stdout.split()
-    except (OSError, ValueError, subprocess.CalledProcessError):
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, cwd=root,
+                             check=True).stdout.strip()
+        if Path(top).resolve() != root.resolve():
+            return None
+        return subprocess.run(["git", "describe", "--always", "--abbrev=7", "--dirty"], capture_output=True,
+                              text=True, cwd=root, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
         return None
-    return commit if Path(top).resolve() == root.resolve() else None
 
 
 def reproduction_table(data_dir: Path) -> str:

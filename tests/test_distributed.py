@@ -202,3 +202,28 @@ def _fail_on_second_exchange(dask_worker):
         return original(self, *args, **kwargs)
 
     direct.DirectExecutor.exchange = exchange
+
+
+def _switch_intervals(interval):
+    import sys
+
+    from distributed import get_worker
+
+    from daskflow.pencils.direct import collective
+
+    worker = get_worker()
+    with collective(worker, "switch-test", [worker.address], interval):
+        inside = sys.getswitchinterval()
+    return inside, sys.getswitchinterval()
+
+
+def test_a_collective_sets_the_gil_switch_interval_only_while_it_runs(client):
+    """GPU fused tasks shorten the GIL switch interval (their event loop receives the peers' pieces)
+    for their body only; without one the worker's interval is left alone."""
+    import sys
+
+    default = sys.getswitchinterval()
+    inside, after = client.submit(_switch_intervals, 2e-4, pure=False).result()
+    assert inside == pytest.approx(2e-4) and after == pytest.approx(default)
+    inside, after = client.submit(_switch_intervals, None, pure=False).result()
+    assert inside == after == pytest.approx(default)

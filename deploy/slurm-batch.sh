@@ -18,6 +18,10 @@ restart=()
 daskflow run "$config" --cluster "scheduler-file:$scheduler_file" "${restart[@]}" &
 run=$!
 trap 'kill -TERM "$run"' TERM
-# The first wait returns as soon as the trap fires; the second lets the run finish its segment and
-# write its checkpoint before the script (and with it the allocation) ends.
-wait "$run" || wait "$run"
+# wait returns early whenever the trap fires; wait again until the run itself has ended (finished its
+# segment and written its checkpoint), so the allocation does not end first; exit with its status.
+while true; do
+  wait "$run" && status=0 || status=$?
+  kill -0 "$run" 2>/dev/null || break
+done
+exit "$status"

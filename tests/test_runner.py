@@ -264,7 +264,8 @@ def test_exported_malloc_variables_reach_nanny_workers(monkeypatch):
 def test_slurm_batch_script_forwards_the_walltime_signal_and_waits_for_the_checkpoint(tmp_path):
     """``deploy/slurm-batch.sh`` with stand-ins for ``dask``, ``srun`` and ``daskflow``: SLURM's TERM
     to the batch shell reaches the run, and the script waits until the run has written its checkpoint
-    (here: a marker written a second after the signal) and exits with the run's status."""
+    (here: a marker written a second after the signal), also through a second TERM, and exits with the
+    run's status."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_ins = {
@@ -284,6 +285,8 @@ def test_slurm_batch_script_forwards_the_walltime_signal_and_waits_for_the_check
     while time.time() < deadline and not (tmp_path / "started").exists():
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)  # --signal=B:TERM: the batch shell only
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)  # a second one while the run is writing its checkpoint
     try:
         assert proc.wait(timeout=30) == 0
         assert (tmp_path / "marker").read_text().strip() == "checkpoint"

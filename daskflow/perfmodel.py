@@ -473,8 +473,7 @@ def calibrate(results_dir: str | None = None, base: Machine = H200_DASK) -> Mach
                 fields["solve_passes"] = r["solve_ms"] * 1e-3 * fields["hbm_bw"] / nbytes
     m = replace(base, **fields)
     for _, d in _of(results, "channel_step"):
-        if (d.get("gpus", 1) == 1 and d.get("device") == "NVIDIA H200" and "per_substep_breakdown_ms" in d
-                and list(d["shape"]) == [512, 256, 144]):  # the seed's grid; other shapes are checks
+        if _step_fit(d) == "one GPU":
             pts = int(np.prod(d["shape"])) * 8
             z = d["per_substep_breakdown_ms"]["implicit_solve_one_component_ms"] * 1e-3
             solve = _passes_time(int(np.prod(d["shape"])), 8, m.solve_passes, m)
@@ -509,8 +508,7 @@ def calibrate(results_dir: str | None = None, base: Machine = H200_DASK) -> Mach
     if over:
         m = replace(m, solve_overhead=float(np.median(over)) * 1e-3)
     for _, d in _of(results, "channel_step"):
-        if (d.get("gpus", 1) > 1 and d.get("device") == "NVIDIA H200" and d["pencils"][1] == 1  # y-slabs only
-                and "superseded_by" not in d):  # an older code's measurement of the same case
+        if _step_fit(d) == "y-slabs":
             bare = replace(m, ns_exchange_latency=0.0, exchange_latency=0.0)
             probe = predict_step("ptdma", d["shape"], d["pencils"], d["gpus"], machine=bare)
             m = replace(m, ns_exchange_latency=(d["seconds_per_step"] - probe["total_s"]) / probe["exchanges"])
@@ -567,15 +565,24 @@ def validate(results_dir: str | None = None, machine: Machine = H200_DASK) -> li
     return rows
 
 
+def _step_fit(d: dict) -> str | None:
+    """Which step parameters a ``channel_step`` measurement fits in :func:`calibrate`: ``"one GPU"``
+    (an H200 on the seed's 512 x 256 x 144 grid: the local passes), ``"y-slabs"`` (several H200s,
+    pencils (n, 1): the exchange latency inside a step) or ``None`` (a check, or an older code's run
+    of a case measured again since, marked ``superseded_by``)."""
+    if d.get("device") != "NVIDIA H200" or "superseded_by" in d:
+        return None
+    if d.get("gpus", 1) == 1:
+        return "one GPU" if list(d["shape"]) == [512, 256, 144] and "per_substep_breakdown_ms" in d else None
+    return "y-slabs" if d["pencils"][1] == 1 else None
+
+
 def _step_role(d: dict) -> str:
-    """The role of a ``channel_step`` measurement: ``fit`` for the two kinds :func:`calibrate` fits
-    (one GPU on the seed's grid, and the multi-GPU y-slab step), ``superseded`` for an older code's
-    run of a remeasured case, ``check`` for every other (a prediction)."""
+    """The role of a ``channel_step`` row: ``fit`` where :func:`_step_fit` says so, ``superseded``
+    for an older code's run of a remeasured case, ``check`` for every other (a prediction)."""
     if "superseded_by" in d:
         return "superseded"
-    if d.get("gpus", 1) == 1:
-        return "fit" if list(d["shape"]) == [512, 256, 144] and "per_substep_breakdown_ms" in d else "check"
-    return "fit" if d["pencils"][1] == 1 else "check"
+    return "fit" if _step_fit(d) else "check"
 
 
 def summary(rows: list[dict]) -> dict:

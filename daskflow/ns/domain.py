@@ -500,8 +500,6 @@ class ChunkDomain:
         # an empty piece and has nothing to reconstruct.
         ncols = cols.shape[1] * cols.shape[2]
 
-        slices = split_slices(ncols, pz)
-
         def build():  # coefficients change with alpha only: reused while dt stays the same
             # The matrix is the same in every column: its reduction coefficients are one column,
             # (m, 1), set up on the host in O(m) and moved once; with a CFL-adaptive dt this
@@ -524,6 +522,7 @@ class ChunkDomain:
             x = reduced.solve(xp.concatenate(pieces))
             mine = x[sum(counts[:q]):sum(counts[:q + 1])]
         else:
+            slices = split_slices(ncols, pz)  # the columns whose reduced systems each chunk solves
             pieces = self.ex.exchange({self.key: boundary}, self.dec.indices, self._column_group,
                                       lambda plan, s, block, d: xp.ascontiguousarray(block[:, slices[d[1]]]),
                                       None)[self.key]

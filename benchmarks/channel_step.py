@@ -44,24 +44,30 @@ def _config(shape, implicit, pencils, z_solve="direct") -> dict:
     }
 
 
+def cuda_cluster(gpus: int):
+    """The benchmarks' ``LocalCUDACluster``: one worker per GPU over UCX, CuPy on an RMM pool."""
+    from dask_cuda import LocalCUDACluster
+
+    from daskflow.cluster import worker_environment
+
+    with worker_environment():
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol="ucx",
+                                rmm_pool_size="40GB", rmm_allocator_external_lib_list=["cupy"],
+                                dashboard_address=None)
+
+
 def distributed(args) -> dict:
     """Weak scaling point: ``args.gpus`` GPU workers, ny scaled, one pencil per worker."""
     import time
 
-    from dask_cuda import LocalCUDACluster
     from distributed import Client
 
     from daskflow import Simulation
-    from daskflow.cluster import worker_environment
     from daskflow.profiling import profile_workers
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     pencils = args.pencils if args.pencils != [1, 1] else [args.gpus, 1]
-    with worker_environment():
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(args.gpus))), protocol="ucx",
-                                   rmm_pool_size="40GB", rmm_allocator_external_lib_list=["cupy"],
-                                   dashboard_address=None)
-    with cluster, Client(cluster) as client:
+    with cuda_cluster(args.gpus) as cluster, Client(cluster) as client:
         sim = Simulation(_config(shape, args.implicit, pencils, args.z_solve), client=client)
         sim.run(steps=2)
         start = time.perf_counter()

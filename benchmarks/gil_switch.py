@@ -2,7 +2,8 @@
 
     python benchmarks/gil_switch.py [--gpus 4] [--shape 512 1024 144] [--pencils 2 2] [--repeats 3]
 
-One ``LocalCUDACluster`` over UCX; the same ``Simulation`` alternates runs of ``--steps`` steps with
+One ``LocalCUDACluster`` over UCX with an RMM pool (as ``channel_step.py`` and the measurement in
+``docs/performance.md``); the same ``Simulation`` alternates runs of ``--steps`` steps with
 the workers' ``daskflow.gpu-switch-interval`` at Python's default (5 ms) and at daskflow's (0.2 ms),
 so both are measured on the same machine, warm, in one call. A GPU fused task keeps the GIL while it
 launches kernels, so a worker's event loop (which receives the peers' pieces) waits for the forced
@@ -16,7 +17,7 @@ import json
 import sys
 import time
 
-from channel_step import _config, _device_name
+from channel_step import _config, _device_name, cuda_cluster
 
 INTERVALS = {"python default": 5e-3, "daskflow": 2e-4}
 
@@ -35,16 +36,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from dask_cuda import LocalCUDACluster
     from distributed import Client
 
     from daskflow import Simulation
-    from daskflow.cluster import worker_environment
 
-    with worker_environment():
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(args.gpus))), protocol="ucx",
-                                   dashboard_address=None)
-    with cluster, Client(cluster) as client:
+    with cuda_cluster(args.gpus) as cluster, Client(cluster) as client:
         sim = Simulation(_config(args.shape, "z", args.pencils), client=client)
         sim.run(steps=3)  # warm-up: kernels, FFT plans, memory pools
         ms = {name: [] for name in INTERVALS}

@@ -5,7 +5,8 @@ goes (per-stage breakdown on one GPU). Prints one JSON document with the device 
     python benchmarks/channel_step.py --gpus 4 ...   # y scaled by 4, one y-slab per GPU worker (UCX)
 
 With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
-``LocalCUDACluster`` with one pencil per GPU (pencils (N, 1) unless ``--pencils`` says otherwise).
+``LocalCUDACluster`` with one pencil per GPU: pencils (N, 1), or each ``--layouts PY PZ`` given, each
+with every transport of ``--comm`` (``cluster.comm``: nccl, mailbox, auto), all on one cluster.
 After the timed steps, as many steps again run with :mod:`daskflow.profiling` switched on: the
 per-phase breakdown (halos, pressure solve, implicit solves, reductions, the rest of the local
 operators, and the time spent waiting for peers) in ms per step, per worker. The profiled steps
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 
 import numpy as np
 
@@ -56,8 +58,9 @@ def cuda_cluster(gpus: int):
                                 dashboard_address=None)
 
 
-def distributed(args) -> dict:
-    """Weak scaling point: ``args.gpus`` GPU workers, ny scaled, one pencil per worker."""
+def distributed(args) -> list[dict]:
+    """Weak scaling points: ``args.gpus`` GPU workers, ny scaled, one pencil per worker; every
+    decomposition of ``args.layouts`` with every transport of ``args.comm``, on one cluster."""
     import time
 
     from distributed import Client
@@ -66,30 +69,53 @@ def distributed(args) -> dict:
     from daskflow.profiling import profile_workers
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
-    pencils = args.pencils if args.pencils != [1, 1] else [args.gpus, 1]
+    layouts = args.layouts or [[args.gpus, 1]]
+    rows = []
     with cuda_cluster(args.gpus) as cluster, Client(cluster) as client:
-        sim = Simulation(_config(shape, args.implicit, pencils, args.z_solve), client=client)
-        sim.run(steps=2)
-        start = time.perf_counter()
-        sim.run(steps=args.steps)
-        seconds = (time.perf_counter() - start) / args.steps
         device = sorted(set(client.run(_device_name).values()))[0]
-        with profile_workers(client) as reports:
-            sim.run(steps=args.steps)
-            phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
-        return {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
-                "pencils": pencils, "implicit_diffusion": args.implicit, "z_solve": args.z_solve,
-                "seconds_per_step": seconds,
-                "ns_per_point_per_step": seconds / np.prod(shape) * 1e9, "divergence_max": sim.divergence_max(),
-                "phases_ms_per_step": phases,
-                "note": "one fused task per worker per run; all steps of a run inside it"}
+        for pencils in layouts:
+            for comm in args.comm:
+                cfg = _config(shape, args.implicit, pencils, args.z_solve)
+                cfg["cluster"] = {"comm": comm}
+                sim = Simulation(cfg, client=client)
+                sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
+                start = time.perf_counter()
+                sim.run(steps=args.steps)
+                seconds = (time.perf_counter() - start) / args.steps
+                with profile_workers(client) as reports:
+                    sim.run(steps=args.steps)
+                    phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
+                row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
+                       "pencils": pencils, "comm": sim.comm, "implicit_diffusion": args.implicit,
+                       "z_solve": args.z_solve, "seconds_per_step": seconds,
+                       "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
+                       "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
+                       "halo_round_ms": _halo_round_ms(list(phases.values())),
+                       "exchange_fraction": _exchange_fraction(phases),
+                       "note": "one fused task per worker per run; all steps of a run inside it"}
+                print(json.dumps(row), file=sys.stderr)
+                rows.append(row)
+    return rows
+
+
+def _halo_round_ms(reports: list[dict]) -> float:
+    """Mean time of one halo round (local padding and the exchange), over the workers."""
+    return float(np.mean([r["halo_ms_per_call"] for r in reports if "halo_ms_per_call" in r]))
+
+
+def _exchange_fraction(phases: dict) -> float:
+    """The largest share of a worker's step spent inside exchanges (moving pieces and waiting)."""
+    return max(sum(v for k, v in p.items() if k.startswith("waiting")) / p["task"] for p in phases.values())
 
 
 def _per_step_ms(report: dict, steps: int) -> dict:
-    """A worker's phase report as ms per step, the local operators being the task's remainder."""
+    """A worker's phase report as ms per step, the local operators being the task's remainder, and
+    the mean time of one halo round."""
     out = {phase: 1e3 * entry["seconds"] / steps for phase, entry in report.items()}
     timed = sum(v for k, v in out.items() if k != "task" and not k.startswith("waiting"))
     out["local operators (rest)"] = out["task"] - timed
+    if report.get("halo", {}).get("calls"):
+        out["halo_ms_per_call"] = 1e3 * report["halo"]["seconds"] / report["halo"]["calls"]
     return out
 
 
@@ -107,6 +133,10 @@ def main() -> None:
     parser.add_argument("--implicit", default="z", choices=["none", "z", "xyz"])
     parser.add_argument("--pencils", type=int, nargs=2, default=[1, 1])
     parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--layouts", type=int, nargs=2, action="append", metavar=("PY", "PZ"),
+                        help="pencils of a multi-GPU point (repeat for several; default (gpus, 1))")
+    parser.add_argument("--comm", nargs="+", default=["auto"], choices=["auto", "nccl", "mailbox"],
+                        help="transports of the multi-GPU exchanges (cluster.comm), each timed")
     parser.add_argument("--z-solve", default="direct", choices=["direct", "transpose"],
                         help="distributed z-implicit path (solver.z_solve)")
     args = parser.parse_args()

@@ -23,6 +23,7 @@ from typing import Any
 from daskflow.bc import BC_PAIRS
 from daskflow.grid import Z_CLUSTERS
 from daskflow.ns.boundaries import PRESETS
+from daskflow.pencils.transport import COMMS
 
 FORCING = ("none", "pressure_gradient", "flow_rate")
 ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.operators.ADVECTION
@@ -53,7 +54,7 @@ DEFAULTS["cluster"] = {
     "kind": "auto", "workers": None, "threads_per_worker": 1, "protocol": "auto", "rmm_pool_size": None,
     "dashboard_address": "127.0.0.1:0", "address": None, "scheduler_file": None,
     "queue": None, "account": None, "walltime": "01:00:00", "cores": 8, "memory": "64GB", "gpus_per_node": 4,
-    "nodes": 1, "job_extra_directives": [], "tls": None, "max_failures": 3,
+    "nodes": 1, "job_extra_directives": [], "tls": None, "max_failures": 3, "comm": "auto",
 }
 COMPONENT_KEYS = {"x", "y", "z", "x_values", "y_values", "z_values"}
 
@@ -197,12 +198,16 @@ def validate(config: dict) -> dict:
     _choice(o["compression"], COMPRESSION, "output.compression")
     _choice(o["shards"], ("auto", "none"), "output.shards")
     _cluster(cfg["cluster"])
+    if cfg["cluster"]["comm"] == "nccl" and s["device"] == "cpu":
+        _fail("cluster.comm", "'nccl' moves GPU pencils and needs solver.device gpu or auto; got solver.device cpu "
+                              "(use auto or mailbox)")
     return cfg
 
 
 def _cluster(c: dict) -> None:
     _choice(c["kind"], CLUSTERS, "cluster.kind")
     _choice(c["protocol"], PROTOCOLS, "cluster.protocol")
+    _choice(c["comm"], COMMS, "cluster.comm")
     for key in ("threads_per_worker", "cores", "gpus_per_node", "nodes"):
         c[key] = int(_number(c[key], f"cluster.{key}", positive=True))
     if c["workers"] is not None:

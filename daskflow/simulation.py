@@ -227,6 +227,7 @@ class Simulation:
         from daskflow.bc import Boundaries
         from daskflow.ns.distributed import FlowPlan
         from daskflow.pencils.direct import ensure_mailboxes
+        from daskflow.pencils.transport import choose_comm
         from daskflow.poisson.plan import SpectralPlan
 
         cfg = self.config
@@ -246,6 +247,8 @@ class Simulation:
                                    cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
         ensure_mailboxes(client)
         self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
+        self.comm = choose_comm(client, self._workers, cfg["cluster"]["comm"], device)  # the exchanges' transport
+        self._comm_spec = None  # its communicator: made at the first run, again after a failed one
 
     def _owner(self, key) -> str:
         from daskflow.pencils.graph import chunk_owner
@@ -276,9 +279,13 @@ class Simulation:
         queued behind the first pencil's, so the run costs one round trip from here, not two)."""
         from distributed import wait
 
+        from daskflow.pencils.direct import ready_marker
+        from daskflow.pencils.transport import make_comm
+
         if self._pencils is None:
             self._scatter()
-        from daskflow.pencils.direct import ready_marker
+        if self._comm_spec is None:
+            self._comm_spec = make_comm(self.client, self._workers, self.comm)
 
         self._runs += 1
         run_id = uuid.uuid4().hex
@@ -287,22 +294,28 @@ class Simulation:
         markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
         futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil, markers, *args,
-                                      workers=[owner], allow_other_workers=False, pure=False)
+                                      comm=self._comm_spec, workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
         extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
-        while True:  # wait, watching for a pencil's worker to disappear
-            try:
-                wait(futures + extra, timeout=1.0)
-                break
-            except TimeoutError:
-                alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-                gone = sorted(set(owners) - alive)
-                if gone:
-                    self.client.run(_abort, run_id, workers=sorted(alive))
-                    self.client.cancel(futures + markers + extra, force=True)
-                    raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
-        # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
-        return (futures, extra[0].result()) if clock else futures
+        try:
+            while True:  # wait, watching for a pencil's worker to disappear
+                try:
+                    wait(futures + extra, timeout=1.0)
+                    break
+                except TimeoutError:
+                    alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                    gone = sorted(set(owners) - alive)
+                    if gone:
+                        self.client.run(_abort, run_id, workers=sorted(alive))
+                        self.client.cancel(futures + markers + extra, force=True)
+                        raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
+            if any(f.status == "error" for f in futures):
+                self._comm_spec = None
+            # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
+            return (futures, extra[0].result()) if clock else futures
+        except BaseException:
+            self._comm_spec = None  # a failed run aborts its communicator on every worker
+            raise
 
     # ------------------------------------------------------------------ fields
 
@@ -461,6 +474,7 @@ class Simulation:
                     raise
                 time.sleep(1.0)
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
+        self._comm_spec = None  # a communicator over the new worker set
         self._load_checkpoint()
 
     def checkpoint(self) -> None:

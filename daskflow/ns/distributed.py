@@ -60,21 +60,22 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
     return state
 
 
-def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body):
+def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body, comm=None):
     """Run ``body(stepper, state, domain)`` for this worker's pencil as one collective task: outside
-    the thread pool, aborting the run on every peer if it fails."""
+    the thread pool, aborting the run on every peer if it fails; ``comm`` (a
+    :class:`~daskflow.pencils.transport.CommSpec`) carries its exchanges."""
     from distributed import get_worker
 
     from daskflow.pencils.direct import collective, gpu_switch_interval
 
     worker = get_worker()
-    domain = ChunkDomain(plan, worker, run_id, workers)
-    clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
-    stepper = Stepper(domain if clock is None else TimedDomain(domain, clock), plan.nu, plan.forcing, plan.implicit,
-                      plan.advection)
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
                   pencil["forcing_gradient"])
     with collective(worker, run_id, workers, gpu_switch_interval() if plan.device == "gpu" else None):
+        domain = ChunkDomain(plan, worker, run_id, workers, comm)  # builds its communicator end: collective
+        clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
+        stepper = Stepper(domain if clock is None else TimedDomain(domain, clock), plan.nu, plan.forcing,
+                          plan.implicit, plan.advection)
         if clock is None:
             out = body(stepper, state, domain)
         else:
@@ -97,7 +98,8 @@ def _pencil(state: State, domain: ChunkDomain) -> dict:
             "dt": state.dt, "forcing_gradient": state.forcing_gradient, "key": domain.key}
 
 
-def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until) -> dict:
+def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until,
+                  comm=None) -> dict:
     """Body of the fused task: advance this worker's pencil; returns the new pencil state.
     ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks."""
     writer = _writer(plan.output, plan.nu)
@@ -111,7 +113,7 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
         advance(plan.time, stepper, state, steps, until, after_step)
         return _pencil(state, domain)
 
-    return _on_worker(plan, run_id, workers, pencil, body)
+    return _on_worker(plan, run_id, workers, pencil, body, comm)
 
 
 def _test_kill_hook(state: State, domain) -> None:
@@ -140,23 +142,25 @@ def _writer(output: dict | None, nu: float):
     return Output(output["store"], output, nu)
 
 
-def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list) -> dict:
+def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
+                         comm=None) -> dict:
     """Write this worker's pencil into a new checkpoint (all workers together); returns the pencil."""
     def body(stepper, state, domain):
         _writer(plan.output, plan.nu).checkpoint(stepper, state)
         return pencil
 
-    return _on_worker(plan, run_id, workers, pencil, body)
+    return _on_worker(plan, run_id, workers, pencil, body, comm)
 
 
-def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list) -> dict:
+def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
+                          comm=None) -> dict:
     """The scalars record (CFL, divergence, bulk velocity, Re_tau, ...) reduced across the pencils."""
     from daskflow.io.output import flow_scalars
 
     def body(stepper, state, domain):
         return flow_scalars(stepper, state, plan.nu)
 
-    return _on_worker(plan, run_id, workers, pencil, body)
+    return _on_worker(plan, run_id, workers, pencil, body, comm)
 
 
 def to_device(pencil: dict, device: str) -> dict:

@@ -254,9 +254,10 @@ def _cut_halos_and_value(domain, src, payload, dst) -> tuple[dict, float]:
 class ChunkDomain:
     """The pencil ``(p, q)`` owned by this worker, inside a fused task (one chunk per worker)."""
 
-    def __init__(self, ns_plan, worker, run_id: str, workers: list[str]) -> None:
-        from daskflow.pencils.direct import DirectExecutor
+    def __init__(self, ns_plan, worker, run_id: str, workers: list[str], comm=None) -> None:
+        from daskflow.pencils.direct import DirectExecutor, exchange_timeout
         from daskflow.pencils.graph import chunk_owner
+        from daskflow.pencils.transport import transport_for
 
         self.plan = ns_plan
         self.grid, self.bcs = ns_plan.grid, ns_plan.bcs
@@ -276,10 +277,12 @@ class ChunkDomain:
         self.metrics = ops.Metrics(full.dx, full.dy, full.dzf[self.z.start:self.z.stop + 2],
                                    full.dzc[self.z.start:self.z.stop + 1])
         self.worker, self.run_id = worker, run_id
-        self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner)
-        self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner)
+        # one transport for every exchange of the run (``comm``: a CommSpec; None: the mailbox)
+        self.transport = transport_for(worker, comm, exchange_timeout())
+        self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner, transport=self.transport)
+        self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner,
+                                          transport=self.transport)
         self._solves = 0
-        self._executors = [self.ex, self.ex_pressure]
         self._helmholtz: dict = {}
         self._z_solvers: dict = {}
         self._pressure_setup_cache = None
@@ -289,8 +292,7 @@ class ChunkDomain:
         the domain and its executors reference each other, so without this they would wait for a
         full garbage collection, and the set-ups of several runs (P-TDMA coefficients of the size of
         the spectral field) piled up in a worker between collections."""
-        for ex in self._executors:
-            ex.finish()
+        self.transport.finish()
         self._helmholtz.clear()
         self._z_solvers.clear()
         self._pressure_setup_cache = None
@@ -438,8 +440,8 @@ class ChunkDomain:
             plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
                                 self.poisson_plan.method, self.poisson_plan.pencils, self.poisson_plan.dtype)
             self._solves += 1
-            executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner)
-            self._executors.append(executor)
+            executor = DirectExecutor(plan, self.worker, f"{self.run_id}/h{self._solves}", self.owner,
+                                      transport=self.transport)
             return plan, executor, self._ptdma_setup(plan)
 
         plan, executor, setup = _cached(self._helmholtz, (component, alpha), build)

@@ -2,15 +2,18 @@
 
 In the *fused* granularity every worker runs the whole algorithm for the chunks it owns inside
 one task (:func:`run_on_worker`): local stages run in order and every exchange sends the worker's
-pieces straight to the workers that need them over the cluster's own comms (UCX between GPU
-workers: CuPy pieces travel device to device; TCP on CPU clusters), the way distributed's P2P
-shuffle moves shards outside the scheduler. A solve is then ``n_workers`` tasks and one hop.
+pieces straight to the workers that need them through a transport (:mod:`daskflow.pencils.transport`):
+NCCL between GPU workers, or the cluster's own comms (the mailbox: UCX or TCP), the way
+distributed's P2P shuffle moves shards outside the scheduler. A solve is then ``n_workers`` tasks
+and one hop.
 
-Pieces land in a per-worker :class:`Mailbox` (installed by :class:`MailboxPlugin`) keyed by run,
-exchange number, source and destination chunk; the algorithm code is the same on every worker, so
-exchange numbers agree without coordination. A fused task secedes from the worker's thread pool
-for its whole run (once, not per exchange: each secession is a message to the scheduler), so two
-solves in flight on a one-thread worker cannot deadlock.
+The mailbox transport delivers pieces into a per-worker :class:`Mailbox` (installed by
+:class:`MailboxPlugin`) keyed by run, exchange number, source and destination chunk; the
+algorithm code is the same on every worker, so exchange numbers agree without coordination. The
+mailbox also carries aborts: a failed run stops its peers' waits and the communicators it used.
+A fused task secedes from the worker's thread pool for its whole run (once, not per exchange:
+each secession is a message to the scheduler), so two solves in flight on a one-thread worker
+cannot deadlock.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from distributed.diagnostics.plugin import WorkerPlugin
-from distributed.protocol import to_serialize
 
 from daskflow.pencils.executor import run_chain
+from daskflow.pencils.transport import CommSpec, MailboxTransport, Transport, transport_for
 
 HANDLER = "daskflow_put"
 PLUGIN_NAME = "daskflow-mailbox"
@@ -51,6 +54,10 @@ class Mailbox:
         self._items: dict = {}
         self._aborted: set[str] = set()
         self._ready = threading.Condition()
+        self.abort_hooks: list[Callable[[str], None]] = []  # called with the run id of an abort
+
+    def aborted(self, run: str) -> bool:
+        return run in self._aborted
 
     def put(self, tag, piece) -> None:
         with self._ready:
@@ -60,6 +67,9 @@ class Mailbox:
             elif _run_of(tag) not in self._aborted:
                 self._items[tag] = piece
             self._ready.notify_all()
+        if tag[0] == ABORT:
+            for hook in self.abort_hooks:  # a communicator that the run used stops (its peer may be gone)
+                hook(tag[1])
 
     def take(self, tags: Sequence, timeout: float) -> list:
         """Remove and return the pieces of ``tags`` (in order), waiting for missing ones."""
@@ -103,18 +113,20 @@ def _freeze(key):
 
 
 class DirectExecutor:
-    """Executor that runs inside one worker's task, for the chunks ``owner`` assigns to it."""
+    """Executor that runs inside one worker's task, for the chunks ``owner`` assigns to it; its
+    exchanges go through ``transport`` (:mod:`daskflow.pencils.transport`; default: the mailbox)."""
 
-    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float | None = None) -> None:
+    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float | None = None,
+                 transport: Transport | None = None) -> None:
         self.plan = plan
         self.worker = worker
         self.me = worker.address
         self.run_id = run_id
         self.owner = owner
         self.timeout = exchange_timeout() if timeout is None else timeout
+        self.transport = MailboxTransport(worker, self.timeout) if transport is None else transport
         self.exchanges = 0
-        self.waited = 0.0  # seconds spent waiting for peers' pieces (see daskflow.profiling)
-        self._in_flight: list = []  # sends still running on the worker's event loop
+        self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
 
     def _mine(self, keys) -> list:
         return [k for k in keys if self.owner(k) == self.me]
@@ -127,62 +139,29 @@ class DirectExecutor:
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         dests = list(dests)
-        outgoing = []
+        outgoing, incoming = [], []
         for d in dests:
+            receiver = self.owner(d)
             for s in sources(d):
+                tag = (*xid, _freeze(s), _freeze(d))
                 if self.owner(s) == self.me:
-                    outgoing.append((self.owner(d), (*xid, _freeze(s), _freeze(d)), cut(self.plan, s, blocks[s], d)))
-        self._send(outgoing)
+                    outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
+                if receiver == self.me:
+                    incoming.append((self.owner(s), tag))
+        start = time.perf_counter()
+        try:
+            received = self.transport.exchange(outgoing, incoming, _run_of(xid))
+        finally:
+            self.waited += time.perf_counter() - start
         out = {}
         for d in self._mine(dests):
-            tags = [(*xid, _freeze(s), _freeze(d)) for s in sources(d)]
-            pieces = self._wait(tags)
+            pieces = [received[(*xid, _freeze(s), _freeze(d))] for s in sources(d)]
             out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
         return out
 
-    def _send(self, outgoing) -> None:
-        mailbox = self.worker.daskflow_mailbox
-        remote = []
-        for address, tag, piece in outgoing:
-            if address == self.me:
-                mailbox.put(tag, piece)
-            else:
-                remote.append((address, tag, piece))
-        if not remote:
-            return
-
-        async def send_all():
-            # no reply round trip: the receiver's mailbox is the acknowledgement
-            await asyncio.gather(*(self.worker.rpc(address).daskflow_put(tag=tag, piece=to_serialize(piece),
-                                                                          reply=False)
-                                   for address, tag, piece in remote))
-
-        # Sends run on the event loop while this thread goes on to wait for its own pieces; their
-        # failures surface at the next exchange or at the end of the task (:meth:`finish`).
-        self._check_sends()
-        self._in_flight.append(asyncio.run_coroutine_threadsafe(send_all(), self.worker.loop.asyncio_loop))
-
-    def _check_sends(self) -> None:
-        still = []
-        for future in self._in_flight:
-            if future.done():
-                future.result()  # raises a send's exception here, in the task
-            else:
-                still.append(future)
-        self._in_flight = still
-
     def finish(self) -> None:
-        """Wait for this executor's sends to leave (call before the task returns)."""
-        for future in self._in_flight:
-            future.result(timeout=self.timeout)
-        self._in_flight = []
-
-    def _wait(self, tags) -> list:
-        start = time.perf_counter()
-        try:
-            return self.worker.daskflow_mailbox.take(tags, self.timeout)
-        finally:
-            self.waited += time.perf_counter() - start
+        """Let this executor's sends leave (call before the task returns)."""
+        self.transport.finish()
 
 
 def abort_run(worker, run_id: str, workers: list[str]) -> None:
@@ -232,13 +211,14 @@ def collective(worker, run_id: str, workers: list[str], switch_interval: float |
 
 
 def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
-                  inputs: list[tuple[list, list]], ready: list | None = None) -> dict:
+                  inputs: list[tuple[list, list]], ready: list | None = None, comm: CommSpec | None = None) -> dict:
     """Body of a fused task: run ``algorithm`` for this worker's chunks; returns its output blocks.
 
     ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
     (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
     maps chunk index to output block. ``ready`` (ignored) lists tiny markers of every worker's
     inputs, so that a failed input anywhere fails every fused task instead of leaving them waiting.
+    ``comm`` names the transport of the exchanges (default: the mailbox).
     """
     from distributed import get_worker
 
@@ -246,11 +226,11 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
 
     worker = get_worker()
     owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
-    ex = DirectExecutor(plan, worker, run_id, owner)
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
     if len(workers) == 1:
-        return algorithm(ex, plan, blocks, *setup)
+        return algorithm(DirectExecutor(plan, worker, run_id, owner), plan, blocks, *setup)
     with collective(worker, run_id, workers):
+        ex = DirectExecutor(plan, worker, run_id, owner, transport=transport_for(worker, comm, exchange_timeout()))
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()
     return out

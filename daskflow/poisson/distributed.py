@@ -32,6 +32,7 @@ from daskflow.pencils.graph import (
     scatter_per_worker,
 )
 from daskflow.pencils.layout import pencil_chunks
+from daskflow.pencils.transport import MAILBOX, CommSpec, choose_comm, make_comm
 from daskflow.poisson import algorithms, stages
 
 
@@ -57,6 +58,7 @@ class ClusterState:
 
     workers: list[str]
     plans: dict
+    comm: CommSpec = MAILBOX  # the fused exchanges' transport over the workers that own chunks
     coefficients: dict = field(default_factory=dict)
     factors: dict = field(default_factory=dict)
 
@@ -70,8 +72,14 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
         return cache[cache_key]
     plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
-    state = ClusterState(workers, plans)
     dec = solver.plan.decomposition
+    comm = MAILBOX
+    if solver.granularity == "fused":
+        owners = {chunk_owner(k, workers, dec.pz) for k in dec.indices}
+        participants = [w for w in workers if w in owners]
+        device = "gpu" if xp_name == "cupy" else "cpu"
+        comm = make_comm(client, participants, choose_comm(client, participants, solver.comm, device))
+    state = ClusterState(workers, plans, comm)
     if solver.method == "ptdma" and dec.pz > 1:
         for table, setup, keys in ((state.coefficients, stages.ptdma_setup, dec.indices),
                                    (state.factors, stages.reduced_factor, dec.reduced_indices())):
@@ -122,13 +130,14 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     else:
         algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
     if solver.granularity == "fused" and client is not None:
-        return _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra)
+        return _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.comm)
     ex = DaskExecutor(plan_ref, token, owner)
     out = algorithm(ex, plan, blocks, *extra)
     return SolveGraph(ex.graph, setup, out[(0, 0)][0], ex.placement, workers)
 
 
-def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple) -> SolveGraph:
+def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
+                 comm: CommSpec) -> SolveGraph:
     """One task per worker running the whole algorithm with direct exchanges, plus one
     ``getitem`` per chunk to expose the output blocks as a Dask array (and one tiny ready marker
     per input chunk that every fused task depends on)."""
@@ -148,7 +157,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
         if not inputs[0][0]:
             continue  # a worker without chunks takes no part
         key = (fused_name, i)
-        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, markers)
+        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, markers, comm)
         placement[key] = worker
         for k in inputs[0][0]:
             out_key = (name, 0, *k)

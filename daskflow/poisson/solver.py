@@ -22,6 +22,7 @@ from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.pencils.executor import LocalExecutor
 from daskflow.pencils.layout import assemble
+from daskflow.pencils.transport import COMMS
 from daskflow.poisson import algorithms, stages
 from daskflow.poisson.plan import DTYPES, METHODS, SpectralPlan
 from daskflow.stencils import apply_along
@@ -32,7 +33,7 @@ GRANULARITIES = ("stage", "fused")
 
 class _SpectralSolver:
     def __init__(self, grid: Grid, bc, stagger: str, method: str, pencils, dtype, device: str | None,
-                 granularity: str, identity: float, scale: float) -> None:
+                 granularity: str, identity: float, scale: float, comm: str = "auto") -> None:
         if not isinstance(grid, Grid):
             raise ValueError(f"grid must be a daskflow.Grid, got {type(grid).__name__}")
         self.autotune = None
@@ -56,6 +57,8 @@ class _SpectralSolver:
             raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+        if comm not in COMMS:
+            raise ValueError(f"comm must be one of {COMMS}, got {comm!r}")
         boundaries = Boundaries.parse(bc, stagger)
         for axis, n in enumerate(grid.shape):
             if boundaries.n_unknowns(axis, n) < 1 or (n < 2 and not boundaries.periodic(axis)):
@@ -70,6 +73,7 @@ class _SpectralSolver:
         self.dtype = np.dtype(dtype)
         self.device = device
         self.granularity = granularity
+        self.comm = comm
         self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype)
         self.token = uuid.uuid4().hex  # unique per solver: graph keys never collide between solvers
         self._ptdma_cache: dict = {}
@@ -204,12 +208,15 @@ class PoissonSolver(_SpectralSolver):
     float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input); ``granularity`` (Dask
     arrays on a distributed cluster): ``"stage"`` (one task per chunk per stage and one per piece,
     visible on the dashboard) or ``"fused"`` (one task per worker per solve, pieces sent directly
-    between workers).
+    between workers); ``comm``: the transport of the fused exchanges, ``"auto"``, ``"nccl"`` or
+    ``"mailbox"`` (:mod:`daskflow.pencils.transport`).
     """
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", method: str = "ptdma",
-                 pencils=(1, 1), dtype="float64", device: str | None = None, granularity: str = "stage") -> None:
-        super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity, identity=0.0, scale=1.0)
+                 pencils=(1, 1), dtype="float64", device: str | None = None, granularity: str = "stage",
+                 comm: str = "auto") -> None:
+        super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity, identity=0.0, scale=1.0,
+                         comm=comm)
 
 
 class HelmholtzSolver(_SpectralSolver):
@@ -217,9 +224,9 @@ class HelmholtzSolver(_SpectralSolver):
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", alpha: float = 1.0,
                  method: str = "ptdma", pencils=(1, 1), dtype="float64", device: str | None = None,
-                 granularity: str = "stage") -> None:
+                 granularity: str = "stage", comm: str = "auto") -> None:
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be a positive number, got {alpha!r}")
         self.alpha = float(alpha)
         super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity,
-                         identity=1.0, scale=-float(alpha))
+                         identity=1.0, scale=-float(alpha), comm=comm)

@@ -1,0 +1,223 @@
+"""Transports of the fused exchanges: the wire format, the packed protocol over an in-process
+link (the NCCL transport's logic without a GPU), backend selection and configuration."""
+
+import copy
+import queue
+import threading
+import uuid
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from daskflow import Simulation
+from daskflow.config import validate
+from daskflow.pencils import transport, wire
+from daskflow.pencils.transport import CommSpec, PackedTransport, choose_comm
+from tests.helpers import CHANNEL
+
+
+def _is_numpy(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+# ------------------------------------------------------------------------------------ wire format
+
+
+def test_a_piece_survives_flattening():
+    f_ordered = np.asfortranarray(np.arange(24.0).reshape(2, 3, 4))
+    strided = np.arange(40.0).reshape(5, 8)[:, ::2]
+    piece = {("u", -1, 0): f_ordered, ("v", 0, 1): strided, "meta": (1.5, None, [np.float64(2.0), "x"])}
+    spec, device, host = wire.flatten(piece, lambda x: isinstance(x, np.ndarray) and x.ndim > 0)
+    assert [layout[2] for layout in wire.device_layouts(spec)] == ["F", "C"]
+    assert all(a.flags.c_contiguous or a.flags.f_contiguous for a in device)
+    buffers = [np.empty(shape, dtype, order=order) for shape, dtype, order in wire.device_layouts(spec)]
+    for buf, leaf in zip(buffers, device, strict=True):
+        buf[...] = leaf
+    back = wire.unflatten(spec, buffers, host)
+    assert back.keys() == piece.keys()
+    np.testing.assert_array_equal(back[("u", -1, 0)], f_ordered)
+    assert back[("u", -1, 0)].flags.f_contiguous
+    np.testing.assert_array_equal(back[("v", 0, 1)], strided)
+    assert back["meta"] == (1.5, None, [2.0, "x"]) and isinstance(back["meta"], tuple)
+
+
+def test_a_spec_travels_once_per_peer():
+    sender, receiver = wire.SpecBook(), wire.SpecBook()
+    spec = wire.flatten(np.zeros((2, 2)), _is_numpy)[0]
+    first = sender.describe(1, spec)
+    again = sender.describe(1, spec)
+    assert first == (0, spec) and again == (0, None)
+    assert sender.describe(2, spec) == (0, spec)  # another peer has not seen it
+    assert receiver.resolve(0, *first) == spec and receiver.resolve(0, *again) == spec
+
+
+# ------------------------------------------------------------------------------------ in-process link
+
+
+class LoopbackHub:
+    """Queues between the ranks of one process: what NCCL does between processes."""
+
+    def __init__(self) -> None:
+        self.headers: dict = {}
+        self.payloads: dict = {}
+        self.lock = threading.Lock()
+
+    def queue(self, table: dict, src: int, dst: int) -> queue.Queue:
+        with self.lock:
+            return table.setdefault((src, dst), queue.Queue())
+
+
+class LoopbackLink:
+    """A :class:`~daskflow.pencils.transport.Link` over a :class:`LoopbackHub` (NumPy buffers)."""
+
+    def __init__(self, hub: LoopbackHub, rank: int) -> None:
+        self.hub, self.rank = hub, rank
+        self.header_bytes = 0
+
+    def header_round(self, send, recv_from, abort, timeout):
+        for peer, data in send.items():
+            self.header_bytes += len(data)
+            self.hub.queue(self.hub.headers, self.rank, peer).put(data)
+        return {peer: self.hub.queue(self.hub.headers, peer, self.rank).get(timeout=timeout) for peer in recv_from}
+
+    def payload_round(self, sends, recvs):
+        for peer, buf in sends:
+            self.hub.queue(self.hub.payloads, self.rank, peer).put(buf.copy(order="K"))
+        for peer, buf in recvs:
+            buf[...] = self.hub.queue(self.hub.payloads, peer, self.rank).get(timeout=60)
+
+    def empty(self, shape, dtype, order):
+        return np.empty(shape, dtype=np.dtype(dtype), order=order)
+
+    def is_device(self, x) -> bool:
+        return isinstance(x, np.ndarray) and x.ndim > 0
+
+    def abort(self) -> None:
+        pass
+
+
+HUBS: dict = {}
+
+
+def _loopback(spec: CommSpec, rank: int) -> LoopbackLink:
+    return LoopbackLink(HUBS.setdefault(spec.ids, LoopbackHub()), rank)
+
+
+def _all_to_all(transports, pieces):
+    """Every rank sends ``pieces(src, dst)`` to every rank (itself included), in threads."""
+    n = len(transports)
+    results = [None] * n
+
+    def run(rank):
+        out = [(f"w{d}", ("x", rank, d), pieces(rank, d)) for d in range(n)]
+        inc = [(f"w{s}", ("x", s, rank)) for s in range(n)]
+        results[rank] = transports[rank].exchange(out, inc, "run")
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_packed_exchanges_deliver_every_piece_and_send_layouts_once():
+    hub = LoopbackHub()
+    ranks = {f"w{i}": i for i in range(3)}
+    links = [LoopbackLink(hub, i) for i in range(3)]
+    transports = [PackedTransport("loopback", links[i], ranks, f"w{i}", 60.0, lambda run: False)
+                  for i in range(3)]
+
+    def pieces(s, d):
+        return {"face": np.full((4, 2), 10.0 * s + d), "value": float(s), "empty": np.zeros((0, 3))}
+
+    first = _all_to_all(transports, pieces)
+    sent_first = [link.header_bytes for link in links]
+    again = _all_to_all(transports, pieces)
+    for results in (first, again):
+        for d, got in enumerate(results):
+            for s in range(3):
+                piece = got[("x", s, d)]
+                np.testing.assert_array_equal(piece["face"], np.full((4, 2), 10.0 * s + d))
+                assert piece["value"] == float(s) and piece["empty"].shape == (0, 3)
+    second = [link.header_bytes - b for link, b in zip(links, sent_first, strict=True)]
+    assert all(b < a / 2 for a, b in zip(sent_first, second, strict=True))  # numbers instead of layouts
+
+
+def test_a_mismatched_exchange_sequence_is_an_error_not_a_silent_mix():
+    hub = LoopbackHub()
+    ranks = {"w0": 0, "w1": 1}
+    t0 = PackedTransport("loopback", LoopbackLink(hub, 0), ranks, "w0", 5.0, lambda run: False)
+    t1 = PackedTransport("loopback", LoopbackLink(hub, 1), ranks, "w1", 5.0, lambda run: False)
+    errors = []
+
+    def rank0():
+        t0.exchange([("w1", ("a", 0), np.ones(3)), ("w1", ("a", 1), np.ones(3))], [("w1", ("b", 0))], "run")
+
+    def rank1():
+        try:  # expects one piece, gets two
+            t1.exchange([("w0", ("b", 0), np.ones(2))], [("w0", ("a", 0))], "run")
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=rank0, daemon=True), threading.Thread(target=rank1)]
+    for t in threads:
+        t.start()
+    threads[1].join(30)
+    assert errors and "exchange sequences differ" in errors[0]
+
+
+# ------------------------------------------------------------------------------------ on a cluster
+
+
+@pytest.fixture
+def loopback(monkeypatch):
+    monkeypatch.setitem(transport.LINKS, "loopback", _loopback)
+
+
+def _channel(pencils):
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": list(pencils)}
+    cfg["time"] = {**cfg.get("time", {}), "implicit_diffusion": "z"}
+    cfg["physics"] = {**cfg["physics"], "forcing": {"kind": "flow_rate", "value": [0.6667, 0.0]}}
+    return cfg
+
+
+@pytest.mark.parametrize("pencils", [(2, 2), (1, 4), (4, 1)])
+def test_packed_transport_steps_equal_the_mailbox_bit_for_bit(loopback, pencils):
+    """The NCCL transport's protocol, run over in-process queues between four threaded workers:
+    halos with edges and corners, reductions, transposes and z solves give the mailbox's bits."""
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        runs = {}
+        for comm in ("mailbox", "loopback"):
+            sim = Simulation(_channel(pencils), client=client)
+            if comm == "loopback":
+                sim.comm = comm
+                sim._comm_spec = CommSpec("loopback", tuple(sim._workers), (uuid.uuid4().hex,))
+            sim.run(steps=4)
+            runs[comm] = ({name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}, sim.diagnostics())
+    for name in "uvwp":
+        np.testing.assert_array_equal(runs["loopback"][0][name], runs["mailbox"][0][name])
+    assert runs["loopback"][1] == runs["mailbox"][1]
+
+
+def test_auto_uses_the_mailbox_on_cpu_workers_and_nccl_is_refused():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        assert choose_comm(client, workers, "auto", "cpu") == "mailbox"
+        assert choose_comm(client, workers[:1], "nccl", "gpu") == "mailbox"  # one participant: nothing moves
+        with pytest.raises(ValueError, match="cluster.comm: 'nccl' needs GPU workers"):
+            choose_comm(client, workers, "nccl", "cpu")
+        sim = Simulation(_channel((1, 2)), client=client)
+        assert sim.comm == "mailbox"
+
+
+def test_the_comm_setting_is_validated():
+    assert validate({})["cluster"]["comm"] == "auto"
+    with pytest.raises(ValueError, match="cluster.comm: must be one of auto, mailbox, nccl; got 'mpi'"):
+        validate({"cluster": {"comm": "mpi"}})
+    with pytest.raises(ValueError, match="cluster.comm: 'nccl' .* solver.device cpu"):
+        validate({"cluster": {"comm": "nccl"}, "solver": {"device": "cpu"}})

@@ -170,7 +170,11 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool) -
         with dask.annotate(**placement_annotations(placement, workers)):
             futures = client.get(tasks, keys, sync=False)
         wait(futures)
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        for future in futures:
+            if future.status == "error":
+                raise future.exception()
+        return seconds
 
     out = {}
     for design in designs:

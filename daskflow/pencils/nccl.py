@@ -46,8 +46,8 @@ def version() -> str | None:
     return f"{major}.{minor}.{patch}"
 
 
-def unique_ids(count: int) -> list[tuple]:
-    """``count`` fresh NCCL unique ids (made on one participant, shipped to all)."""
+def unique_ids(count: int) -> list:
+    """``count`` fresh NCCL unique ids (made on one participant, shipped to all; bytes in CuPy 14)."""
     from cupy.cuda import nccl
 
     return [nccl.get_unique_id() for _ in range(count)]
@@ -64,8 +64,8 @@ class NcclLink:
 
         self._cupy, self._nccl = cupy, nccl
         self.size, self.rank = size, rank
-        self.header = nccl.NcclCommunicator(size, tuple(ids[0]), rank)
-        self.payload = nccl.NcclCommunicator(size, tuple(ids[1]), rank)
+        self.header = nccl.NcclCommunicator(size, ids[0], rank)
+        self.payload = nccl.NcclCommunicator(size, ids[1], rank)
         self.side = cupy.cuda.Stream(non_blocking=True)
         self._host_out = cupyx.empty_pinned((size, HEADER_SLOT), dtype=np.uint8)
         self._host_in = cupyx.empty_pinned((size, HEADER_SLOT), dtype=np.uint8)

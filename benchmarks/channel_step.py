@@ -46,14 +46,15 @@ def _config(shape, implicit, pencils, z_solve="direct") -> dict:
     }
 
 
-def cuda_cluster(gpus: int):
-    """The benchmarks' ``LocalCUDACluster``: one worker per GPU over UCX, CuPy on an RMM pool."""
+def cuda_cluster(gpus: int, protocol: str = "tcp"):
+    """The benchmarks' ``LocalCUDACluster``: one worker per GPU, CuPy on an RMM pool; Dask's comms
+    over ``protocol`` (TCP where NCCL carries the exchanges, UCX for the mailbox's pencils)."""
     from dask_cuda import LocalCUDACluster
 
     from daskflow.cluster import worker_environment
 
     with worker_environment():
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol="ucx",
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=protocol,
                                 rmm_pool_size="40GB", rmm_allocator_external_lib_list=["cupy"],
                                 dashboard_address=None)
 
@@ -71,7 +72,7 @@ def distributed(args) -> list[dict]:
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     layouts = args.layouts or [[args.gpus, 1]]
     rows = []
-    with cuda_cluster(args.gpus) as cluster, Client(cluster) as client:
+    with cuda_cluster(args.gpus, args.protocol) as cluster, Client(cluster) as client:
         device = sorted(set(client.run(_device_name).values()))[0]
         for pencils in layouts:
             for comm in args.comm:
@@ -86,7 +87,8 @@ def distributed(args) -> list[dict]:
                     sim.run(steps=args.steps)
                     phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
                 row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
-                       "pencils": pencils, "comm": sim.comm, "implicit_diffusion": args.implicit,
+                       "pencils": pencils, "comm": sim.comm, "protocol": args.protocol,
+                       "implicit_diffusion": args.implicit,
                        "z_solve": args.z_solve, "seconds_per_step": seconds,
                        "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
                        "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
@@ -137,6 +139,8 @@ def main() -> None:
                         help="pencils of a multi-GPU point (repeat for several; default (gpus, 1))")
     parser.add_argument("--comm", nargs="+", default=["auto"], choices=["auto", "nccl", "mailbox"],
                         help="transports of the multi-GPU exchanges (cluster.comm), each timed")
+    parser.add_argument("--protocol", default="tcp", choices=["tcp", "ucx"],
+                        help="Dask's own comms between the workers (cluster.protocol)")
     parser.add_argument("--z-solve", default="direct", choices=["direct", "transpose"],
                         help="distributed z-implicit path (solver.z_solve)")
     args = parser.parse_args()

@@ -96,11 +96,16 @@ def _security(section: dict):
 
 
 def _protocol(section: dict, gpu: bool) -> str:
+    """Dask's own comms: ``cluster.protocol``, or for ``auto`` UCX only where pencils travel through
+    them (GPU workers with ``cluster.comm: mailbox``). With NCCL exchanges Dask carries only control
+    messages, and UCX's progress loop then costs the GPU tasks the GIL: a (4, 1) channel step over
+    NCCL took 75 ms with TCP and 119 ms with UCX on 4 x H100 (``docs/performance.md``)."""
     if section["protocol"] != "auto":
         return section["protocol"]
     if section.get("tls"):
         return "tls"
-    return "ucx" if gpu and importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
+    pencils_through_dask = section.get("comm", "auto") == "mailbox"
+    return "ucx" if gpu and pencils_through_dask and importlib.util.find_spec("distributed_ucxx") else "tcp"
 
 
 def _jobqueue_kwargs(section: dict, kind: str) -> dict:
@@ -111,7 +116,7 @@ def _jobqueue_kwargs(section: dict, kind: str) -> dict:
               "job_extra_directives": list(section["job_extra_directives"]),
               "job_script_prologue": _worker_prologue(),
               "worker_command": "dask_cuda.cli",
-              "protocol": section["protocol"] if section["protocol"] != "auto" else "ucx",
+              "protocol": _protocol(section, True),
               "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
     if kind == "slurm":
         kwargs["job_extra_directives"] = [f"--gpus-per-node={gpus}", *kwargs["job_extra_directives"]]

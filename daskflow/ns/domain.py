@@ -154,32 +154,34 @@ def solve_z_locally(cache: dict, increment, op: Tridiagonal, key: tuple):
     return store_columns(increment, cols, m)
 
 
-def _fill_halos(out, block, name: str, bc, received: dict) -> None:
-    """The y and z ghosts of ``out`` (around its x-padded ``block``) from ``received`` pieces or,
-    beyond walls, from the boundary conditions."""
+def _fill_halos(out, name: str, bc, received: dict) -> None:
+    """The y and z ghosts of the padded ``out`` (x ghosts set) from ``received`` pieces or, beyond
+    walls, from the boundary conditions: y first (on the interior z planes), then z over whole
+    planes, so edges see the y ghosts exactly as padding y and then z one after the other would.
+    A wall side takes one operation for its whole plane, edges included."""
     (pairs, values), component = bc
-
-    def wall(b, axis, side):
-        return ops.ghost_plane(b, axis, side, pairs[axis][side], values[axis][side], component == axis)
-
-    ny, nz = block.shape[1], block.shape[2]
-    rows = {-1: slice(0, 1), 0: slice(1, ny + 1), 1: slice(ny + 1, ny + 2)}
-    cols = {-1: slice(0, 1), 0: slice(1, nz + 1), 1: slice(nz + 1, nz + 2)}
-    y_faces = {}
+    plane = {-1: 0, 1: out.shape[2] - 1}
+    row = {-1: 0, 1: out.shape[1] - 1}
+    rows = out[:, :, 1:-1]
     for oy in (-1, 1):
         face = received.get((name, oy, 0))
-        y_faces[oy] = wall(block, 1, (oy + 1) // 2) if face is None else face
-        out[:, rows[oy], cols[0]] = y_faces[oy]
+        if face is None:
+            ops.fill_ghosts(rows, 1, pairs[1], values[1], component == 1, sides=((oy + 1) // 2,))
+        else:
+            rows[:, row[oy]:row[oy] + 1] = face
     for oz in (-1, 1):
         face = received.get((name, 0, oz))
-        out[:, rows[0], cols[oz]] = wall(block, 2, (oz + 1) // 2) if face is None else face
+        k = plane[oz]
+        if face is None:
+            ops.fill_ghosts(out, 2, pairs[2], values[2], component == 2, sides=((oz + 1) // 2,))
+            continue
+        out[:, 1:-1, k:k + 1] = face
         for oy in (-1, 1):
             edge = received.get((name, oy, oz))
-            if edge is None and face is not None and (name, oy, 0) not in received:
-                edge = wall(face, 1, (oy + 1) // 2)  # y wall: the neighbour's own y ghost of its face
-            elif edge is None:
-                edge = wall(y_faces[oy], 2, (oz + 1) // 2)  # z wall: the z ghost of the y ghost row
-            out[:, rows[oy], cols[oz]] = edge
+            if edge is None:  # a y wall: the neighbour's own y ghost of its face
+                ops.fill_ghosts(out[:, :, k:k + 1], 1, pairs[1], values[1], component == 1, sides=((oy + 1) // 2,))
+            else:
+                out[:, row[oy]:row[oy] + 1, k:k + 1] = edge
 
 
 def _cached(cache: dict, key: tuple, build, keep: int = 3):
@@ -329,7 +331,7 @@ class ChunkDomain:
                 scalars.append(value)
             received.update(piece)
         for name, out in padded.items():
-            _fill_halos(out, blocks[name], name, bcs[name], received)
+            _fill_halos(out, name, bcs[name], received)
         return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](scalars))
 
     def pad(self, a, bc, component=None):

@@ -47,21 +47,6 @@ def _take(a, axis: int, index):
     return a[tuple(sl)]
 
 
-def ghost_plane(a, axis: int, side: int, letter: str, value: float, face: bool):
-    """The ghost plane beyond ``side`` (0 lower, 1 upper) of a bounded ``axis`` for one BC letter.
-
-    ``face`` marks the component stored on faces normal to ``axis``: face 0 is the wall itself
-    (D: its value; N: copy of face 1) and the ghost beyond the stored upper face is never used by an
-    update (a copy). Centred values mirror to ``value`` (D) or copy (N).
-    """
-    xp = array_module(a)
-    n = a.shape[axis]
-    edge = _take(a, axis, slice(0, 1) if side == 0 else slice(n - 1, n))
-    if face:
-        return xp.full_like(edge, value) if (side == 0 and letter == "D") else edge
-    return 2 * value - edge if letter == "D" else edge
-
-
 def bc_of(bc) -> tuple:
     """``(pairs, values)`` of a component's :class:`ComponentBC` or a pressure pair tuple."""
     return (bc.pairs, bc.values) if isinstance(bc, ComponentBC) else (tuple(bc), ((0.0, 0.0),) * 3)
@@ -99,17 +84,18 @@ def padded_copy(a):
     return out
 
 
-def fill_ghosts(view, axis: int, pair: str, values, face: bool) -> None:
-    """Set the two ghost planes of ``view`` along ``axis`` (its first and last) from its interior:
-    wrapped when periodic, else :func:`ghost_plane` of each side."""
+def fill_ghosts(view, axis: int, pair: str, values, face: bool, sides: tuple[int, ...] = (0, 1)) -> None:
+    """Set the ghost planes of ``view`` along ``axis`` (its first and last; ``sides`` says which)
+    from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the wall value (a face on
+    the lower wall is the value itself), a Neumann side copies."""
     n = view.shape[axis] - 2
-    lo, hi = _index(axis, 0), _index(axis, n + 1)
-    if pair == "PP":
-        view[lo], view[hi] = view[_index(axis, n)], view[_index(axis, 1)]
-        return
-    for side, ghost, edge in ((0, lo, _index(axis, 1)), (1, hi, _index(axis, n))):
+    for side, ghost, edge in ((0, _index(axis, 0), _index(axis, 1)), (1, _index(axis, n + 1), _index(axis, n))):
+        if side not in sides:
+            continue
         letter, value = pair[side], values[side]
-        if face:
+        if pair == "PP":
+            view[ghost] = view[_index(axis, n if side == 0 else 1)]
+        elif face:
             view[ghost] = value if (side == 0 and letter == "D") else view[edge]
         elif letter == "D":
             view[ghost] = 2 * value - view[edge]

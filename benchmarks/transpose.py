@@ -199,6 +199,8 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", action="store_true", help="NumPy on a LocalCluster (smoke test)")
+    parser.add_argument("--protocol", default="ucx", choices=["ucx", "tcp"],
+                        help="Dask's comms between the GPU workers (the mailbox's pieces travel over them)")
     parser.add_argument("--raw", nargs=2, type=int, metavar=("GPUS", "MIB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw:  # child process: raw peer copies without any Dask worker in the way
@@ -225,7 +227,7 @@ def main() -> None:
         else:
             from dask_cuda import LocalCUDACluster
 
-            cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol="ucx",
+            cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=args.protocol,
                                        rmm_pool_size="24GB", rmm_allocator_external_lib_list=["cupy"],
                                        dashboard_address=None)
         with cluster, Client(cluster) as client:
@@ -246,7 +248,7 @@ def main() -> None:
     import dask
     import distributed
 
-    print(json.dumps({"benchmark": "transpose", "device": device, "protocol": "tcp" if args.cpu else "ucx",
+    print(json.dumps({"benchmark": "transpose", "device": device, "protocol": "tcp" if args.cpu else args.protocol,
                       "versions": {"daskflow": daskflow.__version__, "dask": dask.__version__,
                                    "distributed": distributed.__version__},
                       "targets": "chained x->y transpose: <= 1.3 x the NCCL floor at 1 GiB per GPU, "

@@ -97,17 +97,24 @@ def jobscript(args) -> int:
 def info(args) -> int:
     from daskflow import __version__
     from daskflow.backend import compiled_loops, cupy_or_none, device_name
+    from daskflow.pencils import nccl
 
     cp = cupy_or_none()
     versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "numba", "zarr", "xarray", "cupy",
                                                    "dask_cuda", "distributed_ucxx")}
+    versions["nccl"] = nccl.version()
+    cuda_cluster = cp is not None and importlib.util.find_spec("dask_cuda") is not None
+    gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
+    # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then
+    comm = "nccl" if cuda_cluster and gpus > 1 and nccl.available() else "mailbox"
+    protocol = "tcp" if comm == "nccl" or importlib.util.find_spec("distributed_ucxx") is None else "ucx"
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
-                      "gpus": cp.cuda.runtime.getDeviceCount() if cp else 0,
-                      "gpu": device_name(cp) if cp else None,
+                      "gpus": gpus, "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
+                      "nccl": versions["nccl"] is not None,
                       "compiled_cpu_loops": compiled_loops(),
-                      "default_cluster": "LocalCUDACluster (UCX)" if cp and importlib.util.find_spec("dask_cuda")
-                      else "LocalCluster"}, indent=2))
+                      "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",
+                      "exchanges": comm}, indent=2))
     return 0
 
 

@@ -125,7 +125,10 @@ def _plan(shape, gpus):
                         np.dtype("float64"))
 
 
-def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool) -> dict:
+DESIGNS = ("stage", "fused-mailbox", "fused-nccl")
+
+
+def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, designs=DESIGNS) -> dict:
     import dask
     from distributed import wait
 
@@ -146,7 +149,7 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool) -
                                  workers=[owner(k)], allow_other_workers=False, pure=False)
                 for k in dec.indices}
     wait(list(blocks_f.values()))
-    designs = ["stage", "fused-mailbox"] + ([] if cpu else ["fused-nccl"])
+    designs = [d for d in designs if not (cpu and d == "fused-nccl")]
     comms = {d: make_comm(client, workers, d.split("-")[1]) for d in designs if d.startswith("fused")}
 
     def run(design: str, count: int) -> float:
@@ -199,6 +202,7 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", action="store_true", help="NumPy on a LocalCluster (smoke test)")
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
     parser.add_argument("--protocol", default="ucx", choices=["ucx", "tcp"],
                         help="Dask's comms between the GPU workers (the mailbox's pieces travel over them)")
     parser.add_argument("--raw", nargs=2, type=int, metavar=("GPUS", "MIB"), help=argparse.SUPPRESS)
@@ -237,9 +241,10 @@ def main() -> None:
             for mib in args.mib:
                 shape = _shape(mib, gpus) if not args.cpu else (64, 64, max(1, mib * 2**20 * gpus // (8 * 64 * 64)))
                 row = {"gpus": gpus, "mib_per_gpu": mib, "shape": list(shape),
-                       **dask_designs(client, shape, gpus, args.chain, args.repeat, args.cpu), **raws.get(mib, {})}
+                       **dask_designs(client, shape, gpus, args.chain, args.repeat, args.cpu, args.designs),
+                       **raws.get(mib, {})}
                 if "raw_ms" in row:
-                    for design in ("stage", "fused-mailbox", "fused-nccl"):
+                    for design in (d for d in DESIGNS if d in row):
                         chained = row[design]["chained_per_transpose_ms"]
                         row[design]["chained_over_raw"] = chained / row["raw_ms"]
                         row[design]["chained_over_nccl_floor"] = chained / row["nccl_floor_ms"]

@@ -56,13 +56,26 @@ def table_poisson_single(d) -> str:
     return _table(["n³", "solve ms", "floor ms", "rfft2 ms", "irfft2 ms", "copy ms", "solve / floor", "residual"], rows)
 
 
+#: exchange designs of the transpose benchmark, by their key in a result row (``fused``: older files)
+DESIGN_LABELS = {"stage": "task per piece", "fused": "direct (mailbox)", "fused-mailbox": "direct, mailbox",
+                 "fused-nccl": "direct, NCCL"}
+
+
+def _designs(d) -> list[str]:
+    return [k for k in DESIGN_LABELS if any(k in r for r in d["results"])]
+
+
 def table_transpose(d) -> str:
-    rows = [[r["mib_per_gpu"], _f(r["raw_ms"], 2), _f(r["stage"]["one_awaited_ms"]),
-             _f(r["stage"]["chained_per_transpose_ms"]), _f(r["fused"]["one_awaited_ms"]),
-             _f(r["fused"]["chained_per_transpose_ms"], 2), _f(r["fused"]["chained_over_raw"], 2)]
-            for r in d["results"]]
-    header = ["MiB per GPU", "raw ms", "task per piece: one awaited ms", "task per piece: chained ms",
-              "direct (fused): one awaited ms", "direct: chained ms", "direct chained / raw"]
+    floor = any("nccl_floor_ms" in r for r in d["results"])
+    header = ["MiB per GPU", "raw ms", *(["NCCL floor ms"] if floor else [])]
+    for k in _designs(d):
+        header += [f"{DESIGN_LABELS[k]}: one awaited ms", f"{DESIGN_LABELS[k]}: chained ms"]
+    rows = []
+    for r in d["results"]:
+        row = [r["mib_per_gpu"], _f(r.get("raw_ms"), 2), *([_f(r.get("nccl_floor_ms"), 2)] if floor else [])]
+        for k in _designs(d):
+            row += [_f(r[k]["one_awaited_ms"]), _f(r[k]["chained_per_transpose_ms"], 2)] if k in r else ["—", "—"]
+        rows.append(row)
     if len({r["gpus"] for r in d["results"]}) > 1:
         header = ["GPUs", *header]
         rows = [[r["gpus"], *row] for r, row in zip(d["results"], rows, strict=True)]
@@ -191,8 +204,10 @@ def plot_transposes(results, figures) -> str | None:
             mib = [r["mib_per_gpu"] for r in rs]
             tag = f"{gpus} GPUs, {name.removesuffix('.json')}"
             ax.plot(mib, [r["raw_ms"] for r in rs], "k:", marker="s", label=f"raw links, {tag}")
-            ax.plot(mib, [r["fused"]["chained_per_transpose_ms"] for r in rs], "-o", label=f"direct, {tag}")
-            ax.plot(mib, [r["stage"]["chained_per_transpose_ms"] for r in rs], "--^", label=f"task per piece, {tag}")
+            for key in _designs(d):
+                style = {"stage": "--^", "fused-nccl": "-D"}.get(key, "-o")
+                ax.plot(mib, [r[key]["chained_per_transpose_ms"] for r in rs], style,
+                        label=f"{DESIGN_LABELS[key]}, {tag}")
             drawn = True
     if not drawn:
         plt.close(fig)

@@ -456,9 +456,13 @@ def load_results(results_dir: str | None = None) -> dict:
     return out
 
 
+MODEL_DEVICE = "NVIDIA H200"  # the hardware H200_DASK describes: results of other devices are not its data
+
+
 def _of(results: dict, benchmark: str, gpus=None) -> list[tuple[str, dict]]:
+    """The ``benchmark`` results measured on :data:`MODEL_DEVICE` (with ``gpus`` GPUs if given)."""
     return [(name, d) for name, d in results.items() if d.get("benchmark") == benchmark
-            and (gpus is None or d.get("gpus", 1) == gpus)]
+            and d.get("device") == MODEL_DEVICE and (gpus is None or d.get("gpus", 1) == gpus)]
 
 
 def calibrate(results_dir: str | None = None, base: Machine = H200_DASK) -> Machine:

@@ -10,7 +10,7 @@ each an all-to-all among the workers, timed with a device synchronisation around
 
 Prints one JSON document with the device name; the numbers are the slowest worker's medians.
 
-    python benchmarks/exchange_latency.py [--gpus 4] [--mib 1 64] [--comm nccl mailbox] [--protocol tcp]
+    python benchmarks/exchange_latency.py [--gpus 4] [--mib 1 64] [--comm nccl ucx mailbox] [--protocol tcp]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--mib", type=int, nargs="+", default=[1, 64], help="MiB each worker sends in all")
-    parser.add_argument("--comm", nargs="+", default=["nccl", "mailbox"], choices=["nccl", "mailbox"])
+    parser.add_argument("--comm", nargs="+", default=["nccl", "mailbox"], choices=["nccl", "ucx", "mailbox"])
     parser.add_argument("--protocol", default="tcp", choices=["tcp", "ucx"])
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
@@ -88,7 +88,7 @@ def main() -> None:
         ensure_mailboxes(client)
         device = sorted(set(client.run(_device_name).values()))[0]
         for kind in args.comm:
-            comm = make_comm(client, workers, kind)
+            comm = make_comm(client, workers, kind, "gpu")
             for mib in args.mib:
                 results = client.gather([client.submit(exchange_task, comm, workers, mib, args.rounds, workers=[w],
                                                        pure=False) for w in workers])

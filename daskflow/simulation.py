@@ -285,7 +285,7 @@ class Simulation:
         if self._pencils is None:
             self._scatter()
         if self._comm_spec is None:
-            self._comm_spec = make_comm(self.client, self._workers, self.comm)
+            self._comm_spec = make_comm(self.client, self._workers, self.comm, self._flow_plan.device)
 
         self._runs += 1
         run_id = uuid.uuid4().hex

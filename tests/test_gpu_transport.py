@@ -143,3 +143,24 @@ def test_a_killed_worker_with_nccl_recovers_from_the_checkpoint(tmp_path):
     for name in "uvw":
         ref = getattr(reference.state, name)
         np.testing.assert_allclose(got[name], ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_ucx_steps_equal_the_mailbox_bit_for_bit_on_gpus():
+    """UCXX endpoints between GPU workers (CuPy pieces, Dask's own comms over TCP)."""
+    _needs(2)
+    if importlib.util.find_spec("ucxx") is None:
+        pytest.skip("needs UCXX")
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    with LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,1", protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        for pencils in ((2, 1), (1, 2)):
+            runs = {}
+            for comm in ("mailbox", "ucx"):
+                sim = Simulation(_channel(pencils, comm), client=client)
+                assert sim.comm == comm
+                sim.run(steps=4)
+                runs[comm] = _fields(sim)
+            for name in "uvwp":
+                np.testing.assert_array_equal(runs["ucx"][name], runs["mailbox"][name])

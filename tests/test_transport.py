@@ -2,6 +2,7 @@
 link (the NCCL transport's logic without a GPU), backend selection and configuration."""
 
 import copy
+import importlib.util
 import queue
 import threading
 import uuid
@@ -217,7 +218,46 @@ def test_auto_uses_the_mailbox_on_cpu_workers_and_nccl_is_refused():
 
 def test_the_comm_setting_is_validated():
     assert validate({})["cluster"]["comm"] == "auto"
-    with pytest.raises(ValueError, match="cluster.comm: must be one of auto, mailbox, nccl; got 'mpi'"):
+    with pytest.raises(ValueError, match="cluster.comm: must be one of auto, mailbox, nccl, ucx; got 'mpi'"):
         validate({"cluster": {"comm": "mpi"}})
     with pytest.raises(ValueError, match="cluster.comm: 'nccl' .* solver.device cpu"):
         validate({"cluster": {"comm": "nccl"}, "solver": {"device": "cpu"}})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ucxx") is None, reason="needs UCXX (ucxx-cu13 or ucxx-cu12)")
+def test_ucx_transport_steps_equal_the_mailbox_bit_for_bit():
+    """UCXX endpoints between two worker processes (NumPy pieces over UCX's shared memory or TCP):
+    the same bits as the mailbox, for a y split and a z split."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
+        for pencils in ((1, 2), (2, 1)):
+            runs = {}
+            for comm in ("mailbox", "ucx"):
+                cfg = _channel(pencils)
+                cfg["cluster"] = {"comm": comm}
+                sim = Simulation(cfg, client=client)
+                assert sim.comm == comm
+                sim.run(steps=3)
+                runs[comm] = {name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}
+            for name in "uvwp":
+                np.testing.assert_array_equal(runs["ucx"][name], runs["mailbox"][name])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ucxx") is None, reason="needs UCXX (ucxx-cu13 or ucxx-cu12)")
+def test_ucx_poisson_solves_equal_the_mailbox_bit_for_bit():
+    import dask.array as da
+
+    from daskflow import Grid, PoissonSolver
+    from daskflow.poisson.distributed import home_chunks
+
+    grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    b = np.asfortranarray(np.random.default_rng(3).standard_normal(grid.shape))
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster):
+        for method, pencils in (("ptdma", (1, 2)), ("ftm", (2, 1))):
+            out = {}
+            for comm in ("mailbox", "ucx"):
+                solver = PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", method, pencils, granularity="fused",
+                                       comm=comm)
+                out[comm] = solver.solve(da.from_array(b, chunks=home_chunks(solver))).compute()
+            np.testing.assert_array_equal(out["ucx"], out["mailbox"])

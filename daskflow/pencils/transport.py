@@ -13,7 +13,10 @@ Backends (``cluster.comm``):
 * ``nccl``: NCCL point-to-point inside the task (:mod:`daskflow.pencils.nccl`), GPU workers.
   Each exchange is a tiny header round (layouts and host values; on a side stream, so it does not
   wait for the computation) and one grouped send/recv of all device pieces on the compute stream,
-  with no host synchronisation: 10-40x less than an RPC hop per piece (``docs/performance.md``).
+  with no host synchronisation: 2-40x less than an RPC hop per piece (``docs/performance.md``).
+* ``ucx``: the same two rounds as tag-matched UCXX messages between the workers' UCX endpoints
+  (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any
+  network UCX drives (across nodes where NCCL is not available). Chosen explicitly, never by auto.
 
 A communicator's participants, and the ids that bootstrap it, are a :class:`CommSpec` made on the
 client (:func:`make_comm`) and shipped with the fused tasks; each worker builds its end once and
@@ -30,7 +33,7 @@ from typing import Any, Protocol
 
 from daskflow.pencils import wire
 
-COMMS = ("auto", "mailbox", "nccl")  # cluster.comm; auto: nccl on GPU workers where it loads
+COMMS = ("auto", "mailbox", "nccl", "ucx")  # cluster.comm; auto: nccl on GPU workers where it loads
 
 
 class Transport(Protocol):
@@ -204,7 +207,13 @@ def _nccl_link(spec: CommSpec, rank: int):
     return NcclLink(len(spec.workers), rank, spec.ids)
 
 
-LINKS: dict[str, Callable[[CommSpec, int], Link]] = {"nccl": _nccl_link}
+def _ucx_link(spec: CommSpec, rank: int):
+    from daskflow.pencils.ucx import UcxLink
+
+    return UcxLink(len(spec.workers), rank, spec.ids)
+
+
+LINKS: dict[str, Callable[[CommSpec, int], Link]] = {"nccl": _nccl_link, "ucx": _ucx_link}
 
 
 def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
@@ -238,6 +247,16 @@ def choose_comm(client, workers: Sequence[str], requested: str, device: str) -> 
         raise ValueError(f"config cluster.comm: must be one of {', '.join(COMMS)}; got {requested!r}")
     if requested == "mailbox" or len(workers) < 2:
         return "mailbox"
+    if requested == "ucx":
+        from daskflow.pencils import ucx
+
+        if not all(client.run(ucx.available, workers=list(workers)).values()):
+            raise ValueError("config cluster.comm: 'ucx' needs UCXX on every worker (pip install ucxx-cu13 or "
+                             "ucxx-cu12); use auto, nccl or mailbox")
+        if client.scheduler_info()["address"].startswith("ucx"):
+            raise ValueError("config cluster.comm: 'ucx' drives the workers' UCX itself, which Dask's own comms "
+                             "already do with cluster.protocol ucx: use protocol tcp with it")
+        return "ucx"
     from daskflow.pencils import nccl
 
     usable = device == "gpu" and all(client.run(nccl.available, workers=list(workers)).values())
@@ -247,11 +266,19 @@ def choose_comm(client, workers: Sequence[str], requested: str, device: str) -> 
     return "nccl" if usable else "mailbox"
 
 
-def make_comm(client, workers: Sequence[str], kind: str) -> CommSpec:
-    """A new communicator of ``kind`` over ``workers`` (its ids made on the first of them)."""
+def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:
+    """A new communicator of ``kind`` over ``workers`` (its bootstrap made on the workers: NCCL ids
+    on the first, UCX worker addresses on each); ``device`` says whether pieces are CuPy or NumPy."""
+    import uuid
+
     workers = tuple(workers)
     if kind == "mailbox":
         return CommSpec("mailbox", workers)
+    if kind == "ucx":
+        from daskflow.pencils import ucx
+
+        addresses = client.run(ucx.worker_address, workers=list(workers))
+        return CommSpec(kind, workers, (uuid.uuid4().hex, device, tuple(addresses[w] for w in workers)))
     from daskflow.pencils import nccl
 
     ids = client.submit(nccl.unique_ids, 2, workers=[workers[0]], allow_other_workers=False, pure=False).result()

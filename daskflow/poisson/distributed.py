@@ -78,7 +78,7 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
         owners = {chunk_owner(k, workers, dec.pz) for k in dec.indices}
         participants = [w for w in workers if w in owners]
         device = "gpu" if xp_name == "cupy" else "cpu"
-        comm = make_comm(client, participants, choose_comm(client, participants, solver.comm, device))
+        comm = make_comm(client, participants, choose_comm(client, participants, solver.comm, device), device)
     state = ClusterState(workers, plans, comm)
     if solver.method == "ptdma" and dec.pz > 1:
         for table, setup, keys in ((state.coefficients, stages.ptdma_setup, dec.indices),

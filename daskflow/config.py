@@ -7,7 +7,9 @@ from the fields and clock of another run's latest checkpoint (same grid shape).
 (kinetic-energy conserving; :func:`daskflow.ns.operators.skew_advection`). ``solver.pencils`` is
 ``[py, pz]`` or ``auto`` and ``solver.poisson`` is ``ptdma``, ``ftm`` or ``auto``: ``auto`` times
 the candidates on the live cluster at set-up and writes the fastest into the run's configuration
-(:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``). Unknown keys are errors;
+(:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``). ``cluster.comm`` is the
+transport of the pencils' exchanges inside a run (:mod:`daskflow.pencils.transport`): ``nccl``,
+``ucx``, ``mailbox`` or ``auto`` (NCCL on GPU workers, else the mailbox). Unknown keys are errors;
 missing keys take the defaults below. :func:`load` returns a complete, validated, plain-data dict
 (JSON-serialisable), so it can be stored with the output and compared on restart. Nothing is
 executed: YAML is read with ``yaml.safe_load``.

@@ -97,12 +97,13 @@ def jobscript(args) -> int:
 def info(args) -> int:
     from daskflow import __version__
     from daskflow.backend import compiled_loops, cupy_or_none, device_name
-    from daskflow.pencils import nccl
+    from daskflow.pencils import nccl, ucx
 
     cp = cupy_or_none()
     versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "numba", "zarr", "xarray", "cupy",
                                                    "dask_cuda", "distributed_ucxx")}
     versions["nccl"] = nccl.version()
+    versions["ucx"] = ucx.version() if ucx.available() else None
     cuda_cluster = cp is not None and importlib.util.find_spec("dask_cuda") is not None
     gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
     # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then

@@ -249,6 +249,10 @@ class Simulation:
         self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
         self.comm = choose_comm(client, self._workers, cfg["cluster"]["comm"], device)  # the exchanges' transport
         self._comm_spec = None  # its communicator: made at the first run, again after a failed one
+        if self.store is not None:
+            from daskflow.io import store
+
+            store.record_exchanges(self.store, self.comm, len(self._workers))
 
     def _owner(self, key) -> str:
         from daskflow.pencils.graph import chunk_owner

@@ -216,6 +216,19 @@ def test_auto_uses_the_mailbox_on_cpu_workers_and_nccl_is_refused():
         assert sim.comm == "mailbox"
 
 
+def test_the_store_records_the_transport_that_ran(tmp_path):
+    import zarr
+
+    cfg = _channel((1, 2))
+    cfg["output"] = {"store": str(tmp_path / "run.zarr")}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        Simulation(cfg, client=client)
+    attrs = zarr.open_group(str(tmp_path / "run.zarr"), mode="r").attrs
+    assert attrs["exchanges"] == {"comm": "mailbox", "workers": 2}
+    assert attrs["config"]["cluster"]["comm"] == "auto"  # the request stays as it was given
+
+
 def test_the_comm_setting_is_validated():
     assert validate({})["cluster"]["comm"] == "auto"
     with pytest.raises(ValueError, match="cluster.comm: must be one of auto, mailbox, nccl, ucx; got 'mpi'"):

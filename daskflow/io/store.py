@@ -260,5 +260,12 @@ def truncate_after(path: str, step: int) -> None:
                 array.resize((keep, *array.shape[1:]))
 
 
+def record_exchanges(path: str, comm: str, workers: int) -> None:
+    """Note in the store which transport carried the pencils' exchanges (``cluster.comm`` as
+    resolved on the cluster: ``auto`` becomes ``nccl`` or ``mailbox``) and over how many workers;
+    a restart on another cluster records its own."""
+    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers}})
+
+
 def root_config(path: str) -> dict:
     return json.loads(json.dumps(zarr.open_group(path, mode="r").attrs["config"]))

@@ -41,7 +41,7 @@ def exchange_task(comm, workers: list[str], mib: int, rounds: int) -> dict:
     stream = cupy.cuda.get_current_stream()
     out = {}
     with collective(worker, run, workers, gpu_switch_interval()):
-        transport = transport_for(worker, comm, exchange_timeout())
+        transport = transport_for(worker, comm, exchange_timeout(), run)
 
         def timed(fn) -> float:
             times = []

@@ -39,6 +39,17 @@ def _shape(mib_per_gpu: int, gpus: int) -> tuple[int, int, int]:
     return nx, ny, nz
 
 
+def _timed_ms(once, repeat: int) -> float:
+    """Median wall time of ``once()`` in ms over ``repeat`` calls after one untimed call."""
+    once()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
 def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
     """Peer-to-peer all-to-all of the same pieces, timed with device synchronisation."""
     import cupy as cp
@@ -70,13 +81,7 @@ def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
             with cp.cuda.Device(i):
                 cp.cuda.Device(i).synchronize()
 
-    once()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        once()
-        times.append(time.perf_counter() - start)
-    return {"raw_ms": 1e3 * float(np.median(times))}
+    return {"raw_ms": _timed_ms(once, repeat)}
 
 
 def nccl_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
@@ -106,13 +111,7 @@ def nccl_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
         for i in range(gpus):
             streams[i].synchronize()
 
-    once()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        once()
-        times.append(time.perf_counter() - start)
-    return {"nccl_floor_ms": 1e3 * float(np.median(times)), "nccl_version": nccl.get_version()}
+    return {"nccl_floor_ms": _timed_ms(once, repeat), "nccl_version": nccl.get_version()}
 
 
 def _plan(shape, gpus):

@@ -97,6 +97,14 @@ def _clock(pencil: dict) -> tuple:
     return pencil["time"], pencil["step"], pencil["dt"], pencil["forcing_gradient"]
 
 
+def _raise_root_cause(futures: list) -> None:
+    """Raise the error of a failed run: the task that failed first, not the peers it aborted (whose
+    error only says that a peer failed)."""
+    errors = [f.exception() for f in futures if f.status == "error"]
+    if errors:
+        raise next((e for e in errors if "a peer task failed" not in str(e)), errors[0])
+
+
 class Simulation:
     """An incompressible DNS configured by ``config`` (dict or YAML path)."""
 
@@ -248,7 +256,7 @@ class Simulation:
         ensure_mailboxes(client)
         self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
         self.comm = choose_comm(client, self._workers, cfg["cluster"]["comm"], device)  # the exchanges' transport
-        self._comm_spec = None  # its communicator: made at the first run, again after a failed one
+        self._comm_spec = None  # its communicator (:func:`make_comm` before every run)
         if self.store is not None:
             from daskflow.io import store
 
@@ -288,8 +296,8 @@ class Simulation:
 
         if self._pencils is None:
             self._scatter()
-        if self._comm_spec is None:
-            self._comm_spec = make_comm(self.client, self._workers, self.comm, self._flow_plan.device)
+        # the workers' shared communicator, or a new one where a failed run aborted it
+        self._comm_spec = make_comm(self.client, self._workers, self.comm, self._flow_plan.device)
 
         self._runs += 1
         run_id = uuid.uuid4().hex
@@ -301,25 +309,20 @@ class Simulation:
                                       comm=self._comm_spec, workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
         extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
-        try:
-            while True:  # wait, watching for a pencil's worker to disappear
-                try:
-                    wait(futures + extra, timeout=1.0)
-                    break
-                except TimeoutError:
-                    alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-                    gone = sorted(set(owners) - alive)
-                    if gone:
-                        self.client.run(_abort, run_id, workers=sorted(alive))
-                        self.client.cancel(futures + markers + extra, force=True)
-                        raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
-            if any(f.status == "error" for f in futures):
-                self._comm_spec = None
-            # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
-            return (futures, extra[0].result()) if clock else futures
-        except BaseException:
-            self._comm_spec = None  # a failed run aborts its communicator on every worker
-            raise
+        while True:  # wait, watching for a pencil's worker to disappear
+            try:
+                wait(futures + extra, timeout=1.0)
+                break
+            except TimeoutError:
+                alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                gone = sorted(set(owners) - alive)
+                if gone:
+                    self.client.run(_abort, run_id, workers=sorted(alive))
+                    self.client.cancel(futures + markers + extra, force=True)
+                    raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
+        # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
+        _raise_root_cause(futures)
+        return (futures, extra[0].result()) if clock else futures
 
     # ------------------------------------------------------------------ fields
 
@@ -478,7 +481,6 @@ class Simulation:
                     raise
                 time.sleep(1.0)
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
-        self._comm_spec = None  # a communicator over the new worker set
         self._load_checkpoint()
 
     def checkpoint(self) -> None:

@@ -174,7 +174,16 @@ def test_a_mismatched_exchange_sequence_is_an_error_not_a_silent_mix():
 
 @pytest.fixture
 def loopback(monkeypatch):
+    """``cluster.comm`` "loopback": the packed transport over in-process queues (threaded workers)."""
     monkeypatch.setitem(transport.LINKS, "loopback", _loopback)
+    made = transport.make_comm
+
+    def make_comm(client, workers, kind, device="gpu"):
+        if kind != "loopback":
+            return made(client, workers, kind, device)
+        return CommSpec("loopback", tuple(workers), (uuid.uuid4().hex,))
+
+    monkeypatch.setattr(transport, "make_comm", make_comm)
 
 
 def _channel(pencils):
@@ -196,7 +205,6 @@ def test_packed_transport_steps_equal_the_mailbox_bit_for_bit(loopback, pencils)
             sim = Simulation(_channel(pencils), client=client)
             if comm == "loopback":
                 sim.comm = comm
-                sim._comm_spec = CommSpec("loopback", tuple(sim._workers), (uuid.uuid4().hex,))
             sim.run(steps=4)
             runs[comm] = ({name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}, sim.diagnostics())
     for name in "uvwp":
@@ -274,3 +282,45 @@ def test_ucx_poisson_solves_equal_the_mailbox_bit_for_bit():
                                        comm=comm)
                 out[comm] = solver.solve(da.from_array(b, chunks=home_chunks(solver))).compute()
             np.testing.assert_array_equal(out["ucx"], out["mailbox"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ucxx") is None, reason="needs UCXX (ucxx-cu13 or ucxx-cu12)")
+def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
+    """Two simulations on one worker set use one communicator (NCCL's buffers are large); a failed
+    run aborts it on every worker, and the next run builds a new one and goes on."""
+    cfg = _channel((1, 2))
+    cfg["cluster"] = {"comm": "ucx"}
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
+        first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
+        assert first._comm_spec is second._comm_spec
+        shared = first._comm_spec
+        client.run(_fail_next_advance, workers=[sorted(client.scheduler_info()["workers"])[1]])
+        with pytest.raises(RuntimeError, match="injected"):
+            first.run(steps=1)
+        assert not all(client.run(transport.comm_alive, shared.key).values())
+        second.run(steps=2)
+        assert second._comm_spec is not shared and second.step == 3
+
+
+def _fail_next_advance(dask_worker=None):
+    """Make this worker's next run fail before its first exchange (its peer is left waiting in it)."""
+    import daskflow.ns.distributed as nd
+
+    original = nd.advance
+
+    def advance(*args, **kwargs):
+        nd.advance = original
+        raise RuntimeError("injected failure")
+
+    nd.advance = advance
+
+
+def test_a_failed_run_reports_the_failing_task_not_the_peers_it_aborted():
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        sim = Simulation(_channel((1, 2)), client=client).run(steps=1)
+        client.run(_fail_next_advance, workers=[sorted(client.scheduler_info()["workers"])[1]])
+        with pytest.raises(RuntimeError, match="injected"):
+            sim.run(steps=1)
+        assert sim.run(steps=1).step == 2  # the next run goes on from the state before the failure

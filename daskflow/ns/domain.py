@@ -280,7 +280,7 @@ class ChunkDomain:
                                    full.dzc[self.z.start:self.z.stop + 1])
         self.worker, self.run_id = worker, run_id
         # one transport for every exchange of the run (``comm``: a CommSpec; None: the mailbox)
-        self.transport = transport_for(worker, comm, exchange_timeout())
+        self.transport = transport_for(worker, comm, exchange_timeout(), run_id)
         self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner, transport=self.transport)
         self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner,
                                           transport=self.transport)

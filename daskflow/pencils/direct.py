@@ -230,7 +230,8 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     if len(workers) == 1:
         return algorithm(DirectExecutor(plan, worker, run_id, owner), plan, blocks, *setup)
     with collective(worker, run_id, workers):
-        ex = DirectExecutor(plan, worker, run_id, owner, transport=transport_for(worker, comm, exchange_timeout()))
+        transport = transport_for(worker, comm, exchange_timeout(), run_id)
+        ex = DirectExecutor(plan, worker, run_id, owner, transport=transport)
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()
     return out

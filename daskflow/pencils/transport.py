@@ -216,13 +216,26 @@ def _ucx_link(spec: CommSpec, rank: int):
 LINKS: dict[str, Callable[[CommSpec, int], Link]] = {"nccl": _nccl_link, "ucx": _ucx_link}
 
 
-def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
+def _registry(worker) -> dict:
+    """This worker's packed transports by communicator key; the first call also asks the mailbox
+    to abort, when a run is aborted, every communicator that run used."""
+    registry = worker.__dict__.get("daskflow_transports")
+    if registry is None:
+        registry = worker.daskflow_transports = {}
+        worker.daskflow_mailbox.abort_hooks.append(
+            lambda run: [t.abort() for t in list(registry.values()) if run in t.runs])
+    return registry
+
+
+def transport_for(worker, comm: CommSpec | None, timeout: float, run: str | None = None) -> Transport:
     """This worker's end of ``comm``: a new mailbox transport, or the packed transport built at the
-    first call with this spec (a collective: every participant calls it in its fused task)."""
+    first call with this spec (a collective: every participant calls it in its fused task). ``run``
+    (the fused task's run id) is noted: aborting that run aborts the communicator here too."""
     if comm is None or comm.kind == "mailbox":
         return MailboxTransport(worker, timeout)
-    registry = worker.__dict__.setdefault("daskflow_transports", {})
-    if comm.key not in registry:
+    registry = _registry(worker)
+    transport = registry.get(comm.key)
+    if transport is None:
         if worker.address not in comm.workers:
             raise RuntimeError(f"daskflow exchange: worker {worker.address} is not a participant of this "
                                f"{comm.kind} communicator")
@@ -230,11 +243,17 @@ def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
             del registry[old]
         ranks = {address: i for i, address in enumerate(comm.workers)}
         link = LINKS[comm.kind](comm, ranks[worker.address])
-        mailbox = worker.daskflow_mailbox
-        transport = PackedTransport(comm.kind, link, ranks, worker.address, timeout, mailbox.aborted)
-        mailbox.abort_hooks.append(lambda run: transport.abort() if run in transport.runs else None)
+        transport = PackedTransport(comm.kind, link, ranks, worker.address, timeout, worker.daskflow_mailbox.aborted)
         registry[comm.key] = transport
-    return registry[comm.key]
+    if run is not None:
+        transport.runs.add(run)
+    return transport
+
+
+def comm_alive(key: tuple, dask_worker=None) -> bool:
+    """Whether this worker's end of the communicator ``key`` has not been aborted (run by the client)."""
+    transport = getattr(dask_worker, "daskflow_transports", {}).get(key)
+    return transport is None or not transport.dead
 
 
 # ------------------------------------------------------------------------------------ client side
@@ -266,20 +285,32 @@ def choose_comm(client, workers: Sequence[str], requested: str, device: str) -> 
     return "nccl" if usable else "mailbox"
 
 
+_SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, workers, device)
+
+
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:
-    """A new communicator of ``kind`` over ``workers`` (its bootstrap made on the workers: NCCL ids
-    on the first, UCX worker addresses on each); ``device`` says whether pieces are CuPy or NumPy."""
+    """The communicator of ``kind`` over ``workers``: the one made before for them when no worker has
+    aborted it (every simulation and solver on a worker set shares one; NCCL's buffers are large),
+    else a new one, bootstrapped on the workers (NCCL ids on the first, UCX worker addresses on each).
+    ``device`` says whether pieces are CuPy (``gpu``) or NumPy arrays."""
     import uuid
 
     workers = tuple(workers)
     if kind == "mailbox":
         return CommSpec("mailbox", workers)
+    key = (client.id, kind, workers, device)
+    spec = _SHARED.get(key)
+    if spec is not None and all(client.run(comm_alive, spec.key, workers=list(workers)).values()):
+        return spec
     if kind == "ucx":
         from daskflow.pencils import ucx
 
         addresses = client.run(ucx.worker_address, workers=list(workers))
-        return CommSpec(kind, workers, (uuid.uuid4().hex, device, tuple(addresses[w] for w in workers)))
-    from daskflow.pencils import nccl
+        spec = CommSpec(kind, workers, (uuid.uuid4().hex, device, tuple(addresses[w] for w in workers)))
+    else:
+        from daskflow.pencils import nccl
 
-    ids = client.submit(nccl.unique_ids, 2, workers=[workers[0]], allow_other_workers=False, pure=False).result()
-    return CommSpec(kind, workers, tuple(ids))
+        ids = client.submit(nccl.unique_ids, 2, workers=[workers[0]], allow_other_workers=False, pure=False)
+        spec = CommSpec(kind, workers, tuple(ids.result()))
+    _SHARED[key] = spec
+    return spec

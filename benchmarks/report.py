@@ -70,11 +70,15 @@ def table_transpose(d) -> str:
     header = ["MiB per GPU", "raw ms", *(["NCCL floor ms"] if floor else [])]
     for k in _designs(d):
         header += [f"{DESIGN_LABELS[k]}: one awaited ms", f"{DESIGN_LABELS[k]}: chained ms"]
+    best = [k for k in _designs(d) if k != "stage"][-1:]  # the fastest direct design: its ratio to the links
+    header += [f"{DESIGN_LABELS[k]}: chained / raw" for k in best]
     rows = []
     for r in d["results"]:
         row = [r["mib_per_gpu"], _f(r.get("raw_ms"), 2), *([_f(r.get("nccl_floor_ms"), 2)] if floor else [])]
         for k in _designs(d):
-            row += [_f(r[k]["one_awaited_ms"]), _f(r[k]["chained_per_transpose_ms"], 2)] if k in r else ["—", "—"]
+            digits = 1 if k == "stage" else 2
+            row += [_f(r[k]["one_awaited_ms"]), _f(r[k]["chained_per_transpose_ms"], digits)] if k in r else ["—", "—"]
+        row += [_f(r[k]["chained_per_transpose_ms"] / r["raw_ms"], 2) if k in r else "—" for k in best]
         rows.append(row)
     if len({r["gpus"] for r in d["results"]}) > 1:
         header = ["GPUs", *header]

@@ -32,7 +32,7 @@ def exchange_task(comm, workers: list[str], mib: int, rounds: int) -> dict:
     from distributed import get_worker
 
     from daskflow.pencils.direct import collective, exchange_timeout, gpu_switch_interval
-    from daskflow.pencils.transport import transport_for
+    from daskflow.pencils.transport import communicator
 
     worker = get_worker()
     rank, n = workers.index(worker.address), len(workers)
@@ -41,7 +41,7 @@ def exchange_task(comm, workers: list[str], mib: int, rounds: int) -> dict:
     stream = cupy.cuda.get_current_stream()
     out = {}
     with collective(worker, run, workers, gpu_switch_interval()):
-        transport = transport_for(worker, comm, exchange_timeout(), run)
+        transport = communicator(worker, comm, exchange_timeout(), run)
 
         def timed(fn) -> float:
             times = []

@@ -104,7 +104,10 @@ def _protocol(section: dict, gpu: bool) -> str:
         return section["protocol"]
     if section.get("tls"):
         return "tls"
-    pencils_through_dask = section.get("comm", "auto") == "mailbox"
+    from daskflow.pencils import nccl
+
+    comm = section.get("comm", "auto")
+    pencils_through_dask = comm == "mailbox" or (comm == "auto" and nccl.version() is None)
     return "ucx" if gpu and pencils_through_dask and importlib.util.find_spec("distributed_ucxx") else "tcp"
 
 

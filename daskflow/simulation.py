@@ -100,9 +100,11 @@ def _clock(pencil: dict) -> tuple:
 def _raise_root_cause(futures: list) -> None:
     """Raise the error of a failed run: the task that failed first, not the peers it aborted (whose
     error only says that a peer failed)."""
+    from daskflow.pencils.transport import PeerAborted
+
     errors = [f.exception() for f in futures if f.status == "error"]
     if errors:
-        raise next((e for e in errors if "a peer task failed" not in str(e)), errors[0])
+        raise next((e for e in errors if not isinstance(e, PeerAborted)), errors[0])
 
 
 class Simulation:

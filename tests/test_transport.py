@@ -5,6 +5,7 @@ import copy
 import importlib.util
 import queue
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -76,17 +77,29 @@ class LoopbackLink:
         self.hub, self.rank = hub, rank
         self.header_bytes = 0
 
+    def _get(self, q, abort, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return q.get(timeout=0.01)
+            except queue.Empty:
+                if abort():
+                    raise transport.PeerAborted("loopback: the run was aborted") from None
+                if time.monotonic() > deadline:
+                    raise TimeoutError("loopback: nothing arrived") from None
+
     def header_round(self, send, recv_from, abort, timeout):
         for peer, data in send.items():
             self.header_bytes += len(data)
             self.hub.queue(self.hub.headers, self.rank, peer).put(data)
-        return {peer: self.hub.queue(self.hub.headers, peer, self.rank).get(timeout=timeout) for peer in recv_from}
+        return {peer: self._get(self.hub.queue(self.hub.headers, peer, self.rank), abort, timeout)
+                for peer in recv_from}
 
-    def payload_round(self, sends, recvs):
+    def payload_round(self, sends, recvs, abort, timeout):
         for peer, buf in sends:
             self.hub.queue(self.hub.payloads, self.rank, peer).put(buf.copy(order="K"))
         for peer, buf in recvs:
-            buf[...] = self.hub.queue(self.hub.payloads, peer, self.rank).get(timeout=60)
+            buf[...] = self._get(self.hub.queue(self.hub.payloads, peer, self.rank), abort, timeout)
 
     def empty(self, shape, dtype, order):
         return np.empty(shape, dtype=np.dtype(dtype), order=order)
@@ -174,16 +187,14 @@ def test_a_mismatched_exchange_sequence_is_an_error_not_a_silent_mix():
 
 @pytest.fixture
 def loopback(monkeypatch):
-    """``cluster.comm`` "loopback": the packed transport over in-process queues (threaded workers)."""
+    """A transport "loopback": the packed protocol over in-process queues between threaded workers
+    (the NCCL transport's logic, and its communicator handling, without a GPU)."""
+    import daskflow.poisson.solver
+
     monkeypatch.setitem(transport.LINKS, "loopback", _loopback)
-    made = transport.make_comm
-
-    def make_comm(client, workers, kind, device="gpu"):
-        if kind != "loopback":
-            return made(client, workers, kind, device)
-        return CommSpec("loopback", tuple(workers), (uuid.uuid4().hex,))
-
-    monkeypatch.setattr(transport, "make_comm", make_comm)
+    monkeypatch.setitem(transport.BOOTSTRAPS, "loopback", lambda client, workers, device: (uuid.uuid4().hex,))
+    monkeypatch.setattr(transport, "COMMS", (*transport.COMMS, "loopback"))
+    monkeypatch.setattr(daskflow.poisson.solver, "COMMS", transport.COMMS)
 
 
 def _channel(pencils):
@@ -218,7 +229,7 @@ def test_auto_uses_the_mailbox_on_cpu_workers_and_nccl_is_refused():
         workers = sorted(client.scheduler_info()["workers"])
         assert choose_comm(client, workers, "auto", "cpu") == "mailbox"
         assert choose_comm(client, workers[:1], "nccl", "gpu") == "mailbox"  # one participant: nothing moves
-        with pytest.raises(ValueError, match="cluster.comm: 'nccl' needs GPU workers"):
+        with pytest.raises(ValueError, match="config cluster.comm: 'nccl' needs GPU workers"):
             choose_comm(client, workers, "nccl", "cpu")
         sim = Simulation(_channel((1, 2)), client=client)
         assert sim.comm == "mailbox"
@@ -293,14 +304,14 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
                       env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
         first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
-        assert first._comm_spec is second._comm_spec
+        assert first._comm_spec.key == second._comm_spec.key  # one communicator, two runs on it
         shared = first._comm_spec
         client.run(_fail_next_advance, workers=[sorted(client.scheduler_info()["workers"])[1]])
         with pytest.raises(RuntimeError, match="injected"):
             first.run(steps=1)
         assert not all(client.run(transport.comm_alive, shared.key).values())
         second.run(steps=2)
-        assert second._comm_spec is not shared and second.step == 3
+        assert second._comm_spec.key != shared.key and second.step == 3
 
 
 def _fail_next_advance(dask_worker=None):
@@ -324,3 +335,64 @@ def test_a_failed_run_reports_the_failing_task_not_the_peers_it_aborted():
         with pytest.raises(RuntimeError, match="injected"):
             sim.run(steps=1)
         assert sim.run(steps=1).step == 2  # the next run goes on from the state before the failure
+
+
+def _threaded_cluster():
+    return LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None)
+
+
+def _poisson(comm):
+    from daskflow import Grid, PoissonSolver
+
+    grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    return PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", "ptdma", (1, 2), granularity="fused", comm=comm)
+
+
+def test_solves_in_flight_together_take_turns_on_a_shared_communicator(loopback):
+    """Four fused solves submitted at once on one communicator: each waits for the previous one on
+    every worker, so their exchanges never mix (without that they did: wrong numbers, no error)."""
+    import dask.array as da
+
+    from daskflow.poisson.distributed import home_chunks
+
+    rng = np.random.default_rng(5)
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        solver = _poisson("loopback")
+        rhs = [np.asfortranarray(rng.standard_normal(solver.grid.shape)) for _ in range(4)]
+        pending = [solver.solve(da.from_array(b, chunks=home_chunks(solver))) for b in rhs]  # all in flight
+        results = client.gather(client.compute(pending))
+    for b, x in zip(rhs, results, strict=True):
+        np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
+
+
+def _fail_next_solve(dask_worker=None):
+    """Make this worker's next fused Poisson solve fail before its first exchange."""
+    import daskflow.poisson.algorithms as algorithms
+
+    original = algorithms.ptdma
+
+    def ptdma(*args, **kwargs):
+        algorithms.ptdma = original
+        raise RuntimeError("injected failure")
+
+    algorithms.ptdma = ptdma
+
+
+def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback):
+    import dask.array as da
+
+    from daskflow.poisson.distributed import home_chunks
+
+    b = np.asfortranarray(np.random.default_rng(6).standard_normal((8, 12, 16)))
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        solver = _poisson("loopback")
+        first = solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()
+        shared = next(iter(solver._cluster_states.values())).communicator(client)
+        client.run(_fail_next_solve, workers=[sorted(client.scheduler_info()["workers"])[0]])  # one process
+        with pytest.raises(RuntimeError, match="injected"):
+            solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()
+        again = solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()
+        replaced = next(iter(solver._cluster_states.values())).communicator(client)
+        assert replaced.key != shared.key  # a new communicator
+        assert not any(client.run(transport.comm_alive, shared.key).values())  # retired everywhere
+    np.testing.assert_array_equal(again, first)

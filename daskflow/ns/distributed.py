@@ -66,13 +66,14 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
     :class:`~daskflow.pencils.transport.CommSpec`) carries its exchanges."""
     from distributed import get_worker
 
-    from daskflow.pencils.direct import collective, gpu_switch_interval
+    from daskflow.pencils.direct import collective, exchange_timeout, gpu_switch_interval
+    from daskflow.pencils.transport import communicator
 
     worker = get_worker()
     state = State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
                   pencil["forcing_gradient"])
     with collective(worker, run_id, workers, gpu_switch_interval() if plan.device == "gpu" else None):
-        domain = ChunkDomain(plan, worker, run_id, workers, comm)  # builds its communicator end: collective
+        domain = ChunkDomain(plan, worker, run_id, workers, communicator(worker, comm, exchange_timeout(), run_id))
         clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
         stepper = Stepper(domain if clock is None else TimedDomain(domain, clock), plan.nu, plan.forcing,
                           plan.implicit, plan.advection)

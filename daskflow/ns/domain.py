@@ -256,10 +256,9 @@ def _cut_halos_and_value(domain, src, payload, dst) -> tuple[dict, float]:
 class ChunkDomain:
     """The pencil ``(p, q)`` owned by this worker, inside a fused task (one chunk per worker)."""
 
-    def __init__(self, ns_plan, worker, run_id: str, workers: list[str], comm=None) -> None:
-        from daskflow.pencils.direct import DirectExecutor, exchange_timeout
+    def __init__(self, ns_plan, worker, run_id: str, workers: list[str], transport=None) -> None:
+        from daskflow.pencils.direct import DirectExecutor
         from daskflow.pencils.graph import chunk_owner
-        from daskflow.pencils.transport import transport_for
 
         self.plan = ns_plan
         self.grid, self.bcs = ns_plan.grid, ns_plan.bcs
@@ -279,9 +278,9 @@ class ChunkDomain:
         self.metrics = ops.Metrics(full.dx, full.dy, full.dzf[self.z.start:self.z.stop + 2],
                                    full.dzc[self.z.start:self.z.stop + 1])
         self.worker, self.run_id = worker, run_id
-        # one transport for every exchange of the run (``comm``: a CommSpec; None: the mailbox)
-        self.transport = transport_for(worker, comm, exchange_timeout(), run_id)
-        self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner, transport=self.transport)
+        # one transport for every exchange of the run (default: the mailbox)
+        self.ex = DirectExecutor(self, worker, f"{run_id}/ns", self.owner, transport=transport)
+        self.transport = self.ex.transport
         self.ex_pressure = DirectExecutor(self.poisson_plan, worker, f"{run_id}/p", self.owner,
                                           transport=self.transport)
         self._solves = 0

@@ -3,7 +3,7 @@
 In the *fused* granularity every worker runs the whole algorithm for the chunks it owns inside
 one task (:func:`run_on_worker`): local stages run in order and every exchange sends the worker's
 pieces straight to the workers that need them through a transport (:mod:`daskflow.pencils.transport`):
-NCCL between GPU workers, or the cluster's own comms (the mailbox: UCX or TCP), the way
+NCCL between GPU workers, UCXX endpoints, or the cluster's own comms (the mailbox), the way
 distributed's P2P shuffle moves shards outside the scheduler. A solve is then ``n_workers`` tasks
 and one hop.
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from daskflow.pencils.executor import run_chain
-from daskflow.pencils.transport import CommSpec, MailboxTransport, Transport, transport_for
+from daskflow.pencils.transport import CommSpec, MailboxTransport, PeerAborted, Transport, communicator
 
 HANDLER = "daskflow_put"
 PLUGIN_NAME = "daskflow-mailbox"
@@ -78,7 +78,7 @@ class Mailbox:
             ready = self._ready.wait_for(lambda: run in self._aborted or all(t in self._items for t in tags),
                                          timeout=timeout)
             if run in self._aborted:
-                raise RuntimeError(f"daskflow exchange: run {run} was aborted (a peer task failed)")
+                raise PeerAborted(f"daskflow exchange: run {run} was aborted (a peer task failed)")
             if not ready:
                 missing = [t for t in tags if t not in self._items]
                 raise TimeoutError(f"daskflow exchange: pieces {missing[:4]} did not arrive in {timeout} s "
@@ -230,7 +230,7 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     if len(workers) == 1:
         return algorithm(DirectExecutor(plan, worker, run_id, owner), plan, blocks, *setup)
     with collective(worker, run_id, workers):
-        transport = transport_for(worker, comm, exchange_timeout(), run_id)
+        transport = communicator(worker, comm, exchange_timeout(), run_id)
         ex = DirectExecutor(plan, worker, run_id, owner, transport=transport)
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from daskflow.pencils.transport import PeerAborted
+
 HEADER_SLOT = 4096  # bytes per peer per header round; 8 of them hold the header's length
 _LENGTH = 8
 
@@ -111,7 +113,7 @@ class NcclLink:
         while not self._done.done:
             waited = time.perf_counter() - start
             if abort():
-                raise RuntimeError("daskflow exchange: the run was aborted (a peer task failed)")
+                raise PeerAborted("daskflow exchange: the run was aborted (a peer task failed)")
             if waited > timeout:
                 raise TimeoutError(f"daskflow exchange: no header from a peer in {timeout} s "
                                    "(dask config daskflow.exchange-timeout)")
@@ -119,7 +121,8 @@ class NcclLink:
 
     # --------------------------------------------------------------------------- payload
 
-    def payload_round(self, sends: list, recvs: list) -> None:
+    def payload_round(self, sends: list, recvs: list, abort: Callable[[], bool], timeout: float) -> None:
+        """Posted on the compute stream and left there: what consumes the pieces runs after it."""
         if sends or recvs:
             self._grouped(self.payload, sends, recvs, self._cupy.cuda.get_current_stream())
 

@@ -27,6 +27,7 @@ and the client makes a new one.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -34,6 +35,10 @@ from typing import Any, Protocol
 from daskflow.pencils import wire
 
 COMMS = ("auto", "mailbox", "nccl", "ucx")  # cluster.comm; auto: nccl on GPU workers where it loads
+
+
+class PeerAborted(RuntimeError):
+    """A run was aborted because a peer task failed (or its communicator was): not the root cause."""
 
 
 class Transport(Protocol):
@@ -46,10 +51,15 @@ class Transport(Protocol):
     def finish(self) -> None:
         ...
 
+    def abort(self) -> None:
+        ...
+
 
 @dataclass(frozen=True)
 class CommSpec:
-    """A communicator: its backend, its participants (rank = position) and bootstrap ids."""
+    """A communicator: its backend, its participants (rank = position) and bootstrap ids. Runs on
+    one communicator must reach every worker in the same order (two runs in flight would mix their
+    exchanges): a simulation's runs follow each other, fused solves depend on the previous one."""
 
     kind: str = "mailbox"
     workers: tuple[str, ...] = ()
@@ -58,9 +68,6 @@ class CommSpec:
     @property
     def key(self) -> tuple:
         return (self.kind, self.workers, self.ids)
-
-
-MAILBOX = CommSpec()
 
 
 # ------------------------------------------------------------------------------------ mailbox
@@ -118,6 +125,9 @@ class MailboxTransport:
             future.result(timeout=self.timeout)
         self._in_flight = []
 
+    def abort(self) -> None:
+        pass  # nothing to stop: the mailbox ends the waits of an aborted run by its id
+
 
 # ------------------------------------------------------------------------------------ packed links
 
@@ -129,8 +139,9 @@ class Link(Protocol):
                      timeout: float) -> dict[int, bytes]:
         """Bytes to and from peers; returns once every expected header is on the host."""
 
-    def payload_round(self, sends: list[tuple[int, Any]], recvs: list[tuple[int, Any]]) -> None:
-        """Send and receive raw buffers, matched per peer in list order (asynchronous)."""
+    def payload_round(self, sends: list[tuple[int, Any]], recvs: list[tuple[int, Any]], abort: Callable[[], bool],
+                      timeout: float) -> None:
+        """Send and receive raw buffers, matched per peer in list order (stream-ordered or waited for)."""
 
     def empty(self, shape: tuple, dtype: str, order: str) -> Any:
         """A receive buffer."""
@@ -143,21 +154,34 @@ class Link(Protocol):
 
 
 class PackedTransport:
-    """An exchange over a :class:`Link`: one header round, then one payload round."""
+    """An exchange over a :class:`Link`: one header round, then one payload round. :meth:`abort`
+    (from the worker's event loop) waits for an exchange in progress to notice the abort and leave
+    the link, so the link is never torn down under a call into it."""
+
+    KEEP_RUNS = 64  # runs remembered for aborts (the newest)
 
     def __init__(self, name: str, link: Link, ranks: dict[str, int], me: str, timeout: float,
                  aborted: Callable[[str], bool]) -> None:
         self.name, self.link, self.ranks, self.me = name, link, ranks, me
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
-        self.runs: set[str] = set()  # runs that used it: aborting one of them aborts the link
+        self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
         self.dead = False
+        self._in_link = threading.Lock()  # held while a call into the link is in progress
+        self._state = threading.Lock()
+
+    def join(self, run: str) -> None:
+        """Note that ``run`` uses this communicator here: aborting it aborts the communicator."""
+        with self._state:
+            if self.dead:
+                raise self._dead_error()
+            self.runs = [*self.runs[-self.KEEP_RUNS + 1:], run]
+
+    def _dead_error(self) -> PeerAborted:
+        return PeerAborted(f"daskflow exchange: the {self.name} communicator was aborted by a failed run (a peer "
+                           "task failed); its participants build a new one for the next run")
 
     def exchange(self, outgoing, incoming, run: str) -> dict:
-        if self.dead:
-            raise RuntimeError(f"daskflow exchange: the {self.name} communicator was aborted by a failed run; "
-                               "its participants must build a new one")
-        self.runs.add(run)
         out: dict = {}
         to_peer: dict[int, list] = {}
         for address, tag, piece in outgoing:
@@ -177,28 +201,42 @@ class PackedTransport:
                 entries.append((*self.book.describe(peer, spec), host))
                 sends.extend((peer, leaf) for leaf in device if leaf.nbytes)
             headers[peer] = wire.encode_header(entries)
-        received = self.link.header_round(headers, sorted(from_peer), lambda: self._aborted(run), self.timeout)
-        recvs = []
-        for peer, tags in sorted(from_peer.items()):
-            entries = wire.decode_header(received[peer])
-            if len(entries) != len(tags):
-                raise RuntimeError(f"daskflow exchange: rank {peer} sent {len(entries)} pieces, {len(tags)} expected "
-                                   "(the workers' exchange sequences differ)")
-            for tag, (number, described, host) in zip(sorted(tags), entries, strict=True):
-                spec = self.book.resolve(peer, number, described)
-                leaves = [self.link.empty(*layout) for layout in wire.device_layouts(spec)]
-                recvs.extend((peer, leaf) for leaf in leaves if leaf.nbytes)
-                out[tag] = wire.unflatten(spec, leaves, host)
-        self.link.payload_round(sends, recvs)
+        abort = lambda: self._aborted(run) or self.dead  # noqa: E731
+        with self._in_link:
+            if self.dead:
+                raise self._dead_error()
+            received = self.link.header_round(headers, sorted(from_peer), abort, self.timeout)
+            recvs = []
+            for peer, tags in sorted(from_peer.items()):
+                entries = wire.decode_header(received[peer])
+                if len(entries) != len(tags):
+                    raise RuntimeError(f"daskflow exchange: rank {peer} sent {len(entries)} pieces, {len(tags)} "
+                                       "expected (the workers' exchange sequences differ)")
+                for tag, (number, described, host) in zip(sorted(tags), entries, strict=True):
+                    spec = self.book.resolve(peer, number, described)
+                    leaves = [self.link.empty(*layout) for layout in wire.device_layouts(spec)]
+                    recvs.extend((peer, leaf) for leaf in leaves if leaf.nbytes)
+                    out[tag] = wire.unflatten(spec, leaves, host)
+            self.link.payload_round(sends, recvs, abort, self.timeout)
         return out
 
     def finish(self) -> None:
         pass  # stream-ordered: the pieces are ready for whatever runs next on the compute stream
 
     def abort(self) -> None:
-        if not self.dead:
+        """Stop the link for good (a peer failed or is gone). An exchange in progress polls for the
+        abort and leaves within a few milliseconds; past a few seconds the link is stopped anyway,
+        which is what unblocks a call that waits for a lost peer."""
+        with self._state:
+            if self.dead:
+                return
             self.dead = True
+        locked = self._in_link.acquire(timeout=5.0)
+        try:
             self.link.abort()
+        finally:
+            if locked:
+                self._in_link.release()
 
 
 def _nccl_link(spec: CommSpec, rank: int):
@@ -213,104 +251,152 @@ def _ucx_link(spec: CommSpec, rank: int):
     return UcxLink(len(spec.workers), rank, spec.ids)
 
 
+def _nccl_ids(client, workers: tuple[str, ...], device: str) -> tuple:
+    """Two NCCL unique ids (header and payload communicators), made on the first worker."""
+    from daskflow.pencils import nccl
+
+    ids = client.submit(nccl.unique_ids, 2, workers=[workers[0]], allow_other_workers=False, pure=False)
+    return tuple(ids.result())
+
+
+def _ucx_ids(client, workers: tuple[str, ...], device: str) -> tuple:
+    """A fresh token, the pieces' device and every worker's UCX address."""
+    import uuid
+
+    from daskflow.pencils import ucx
+
+    addresses = client.run(ucx.worker_address, workers=list(workers))
+    return uuid.uuid4().hex, device, tuple(addresses[w] for w in workers)
+
+
+#: per packed backend: its link (made on each worker) and its bootstrap (made from the client)
 LINKS: dict[str, Callable[[CommSpec, int], Link]] = {"nccl": _nccl_link, "ucx": _ucx_link}
+BOOTSTRAPS: dict[str, Callable] = {"nccl": _nccl_ids, "ucx": _ucx_ids}
 
 
 def _registry(worker) -> dict:
     """This worker's packed transports by communicator key; the first call also asks the mailbox
-    to abort, when a run is aborted, every communicator that run used."""
+    to abort, when a run is aborted, every communicator that run used (in a thread of its own: an
+    abort may wait for an exchange to leave its link, and must not hold up the event loop)."""
     registry = worker.__dict__.get("daskflow_transports")
     if registry is None:
         registry = worker.daskflow_transports = {}
-        worker.daskflow_mailbox.abort_hooks.append(
-            lambda run: [t.abort() for t in list(registry.values()) if run in t.runs])
+        worker.daskflow_retired = set()  # keys of communicators replaced by newer ones: never rebuilt
+
+        def abort_run(run: str) -> None:
+            for transport in [t for t in list(registry.values()) if run in t.runs]:
+                threading.Thread(target=transport.abort, name="daskflow-abort", daemon=True).start()
+
+        worker.daskflow_mailbox.abort_hooks.append(abort_run)
     return registry
 
 
-def transport_for(worker, comm: CommSpec | None, timeout: float, run: str | None = None) -> Transport:
+def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
     """This worker's end of ``comm``: a new mailbox transport, or the packed transport built at the
-    first call with this spec (a collective: every participant calls it in its fused task). ``run``
-    (the fused task's run id) is noted: aborting that run aborts the communicator here too."""
+    first call with this spec (a collective: every participant calls it in its fused task)."""
     if comm is None or comm.kind == "mailbox":
         return MailboxTransport(worker, timeout)
     registry = _registry(worker)
+    if comm.key in worker.daskflow_retired:
+        raise PeerAborted(f"daskflow exchange: this {comm.kind} communicator was replaced after a failed run")
     transport = registry.get(comm.key)
     if transport is None:
         if worker.address not in comm.workers:
             raise RuntimeError(f"daskflow exchange: worker {worker.address} is not a participant of this "
                                f"{comm.kind} communicator")
-        for old in [k for k, t in registry.items() if t.dead]:
-            del registry[old]
         ranks = {address: i for i, address in enumerate(comm.workers)}
         link = LINKS[comm.kind](comm, ranks[worker.address])
         transport = PackedTransport(comm.kind, link, ranks, worker.address, timeout, worker.daskflow_mailbox.aborted)
         registry[comm.key] = transport
-    if run is not None:
-        transport.runs.add(run)
+    transport.timeout = timeout
+    return transport
+
+
+def communicator(worker, comm: CommSpec | None, timeout: float, run: str) -> Transport:
+    """The transport of a fused task's run ``run`` (called inside
+    :func:`~daskflow.pencils.direct.collective`, by every participant)."""
+    transport = transport_for(worker, comm, timeout)
+    if isinstance(transport, PackedTransport):
+        transport.join(run)
     return transport
 
 
 def comm_alive(key: tuple, dask_worker=None) -> bool:
-    """Whether this worker's end of the communicator ``key`` has not been aborted (run by the client)."""
+    """Whether this worker's end of the communicator ``key`` can still serve runs (run by the client)."""
+    if key in getattr(dask_worker, "daskflow_retired", ()):
+        return False
     transport = getattr(dask_worker, "daskflow_transports", {}).get(key)
     return transport is None or not transport.dead
+
+
+def retire(key: tuple, dask_worker=None) -> None:
+    """Stop and forget this worker's end of the communicator ``key`` for good (run by the client when
+    it replaces the communicator: ends that never saw the failed run are released too)."""
+    _registry(dask_worker)
+    dask_worker.daskflow_retired.add(key)
+    transport = dask_worker.daskflow_transports.pop(key, None)
+    if transport is not None:
+        threading.Thread(target=transport.abort, name="daskflow-abort", daemon=True).start()
 
 
 # ------------------------------------------------------------------------------------ client side
 
 
-def choose_comm(client, workers: Sequence[str], requested: str, device: str) -> str:
+def choose_comm(client, workers: Sequence[str], requested: str, device: str,
+                setting: str = "config cluster.comm") -> str:
     """The backend a run on ``workers`` uses: ``requested`` checked, or ``auto`` resolved (NCCL when
-    there are several GPU workers and NCCL loads on all of them, else the mailbox)."""
+    there are several GPU workers and NCCL loads on all of them, else the mailbox). Errors name
+    ``setting`` (where the request came from)."""
     if requested not in COMMS:
-        raise ValueError(f"config cluster.comm: must be one of {', '.join(COMMS)}; got {requested!r}")
+        raise ValueError(f"{setting}: must be one of {', '.join(COMMS)}; got {requested!r}")
     if requested == "mailbox" or len(workers) < 2:
         return "mailbox"
     if requested == "ucx":
-        from daskflow.pencils import ucx
-
-        if not all(client.run(ucx.available, workers=list(workers)).values()):
-            raise ValueError("config cluster.comm: 'ucx' needs UCXX on every worker (pip install ucxx-cu13 or "
-                             "ucxx-cu12); use auto, nccl or mailbox")
-        if client.scheduler_info()["address"].startswith("ucx"):
-            raise ValueError("config cluster.comm: 'ucx' drives the workers' UCX itself, which Dask's own comms "
-                             "already do with cluster.protocol ucx: use protocol tcp with it")
+        _check_ucx(client, workers, setting)
         return "ucx"
+    if requested not in ("auto", "nccl"):
+        return requested  # another registered link (LINKS, BOOTSTRAPS)
     from daskflow.pencils import nccl
 
     usable = device == "gpu" and all(client.run(nccl.available, workers=list(workers)).values())
     if requested == "nccl" and not usable:
-        raise ValueError("config cluster.comm: 'nccl' needs GPU workers (solver.device gpu) where CuPy's NCCL "
-                         "loads; use auto or mailbox")
+        raise ValueError(f"{setting}: 'nccl' needs GPU workers and CuPy arrays (solver.device gpu) where CuPy's "
+                         "NCCL loads; use auto, ucx or mailbox")
     return "nccl" if usable else "mailbox"
+
+
+def _check_ucx(client, workers: Sequence[str], setting: str) -> None:
+    from daskflow.pencils import ucx
+
+    if not all(client.run(ucx.available, workers=list(workers)).values()):
+        raise ValueError(f"{setting}: 'ucx' needs UCXX on every worker (pip install ucxx-cu13 or ucxx-cu12); "
+                         "use auto, nccl or mailbox")
+    if len(workers) > ucx.MAX_RANKS:
+        raise ValueError(f"{setting}: 'ucx' supports up to {ucx.MAX_RANKS} workers, got {len(workers)}; "
+                         "use nccl or mailbox")
+    if client.scheduler_info()["address"].startswith("ucx"):
+        raise ValueError(f"{setting}: 'ucx' drives the workers' UCX itself, which Dask's own comms already do "
+                         "over the UCX protocol: use cluster.protocol tcp with it")
 
 
 _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, workers, device)
 
 
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:
-    """The communicator of ``kind`` over ``workers``: the one made before for them when no worker has
-    aborted it (every simulation and solver on a worker set shares one; NCCL's buffers are large),
-    else a new one, bootstrapped on the workers (NCCL ids on the first, UCX worker addresses on each).
-    ``device`` says whether pieces are CuPy (``gpu``) or NumPy arrays."""
-    import uuid
-
+    """The communicator of ``kind`` over ``workers`` for a new run: the one made before for these
+    workers when none of them has aborted it (every simulation and solver
+    on a worker set shares one; NCCL's buffers are large), else a new one, bootstrapped on the
+    workers (NCCL ids on the first, UCX worker addresses on each) after the old one is retired
+    everywhere. ``device`` says whether pieces are CuPy (``gpu``) or NumPy arrays."""
     workers = tuple(workers)
     if kind == "mailbox":
         return CommSpec("mailbox", workers)
     key = (client.id, kind, workers, device)
     spec = _SHARED.get(key)
-    if spec is not None and all(client.run(comm_alive, spec.key, workers=list(workers)).values()):
-        return spec
-    if kind == "ucx":
-        from daskflow.pencils import ucx
-
-        addresses = client.run(ucx.worker_address, workers=list(workers))
-        spec = CommSpec(kind, workers, (uuid.uuid4().hex, device, tuple(addresses[w] for w in workers)))
-    else:
-        from daskflow.pencils import nccl
-
-        ids = client.submit(nccl.unique_ids, 2, workers=[workers[0]], allow_other_workers=False, pure=False)
-        spec = CommSpec(kind, workers, tuple(ids.result()))
-    _SHARED[key] = spec
+    if spec is not None and not all(client.run(comm_alive, spec.key, workers=list(workers)).values()):
+        client.run(retire, spec.key, workers=list(workers))
+        spec = None
+    if spec is None:
+        spec = CommSpec(kind, workers, BOOTSTRAPS[kind](client, workers, device))
+        _SHARED[key] = spec
     return spec

@@ -4,8 +4,8 @@ Each worker process has one UCXX worker (UCXX's application context); its addres
 client once (:func:`worker_address`) and the link connects an endpoint to every peer from those
 addresses, so no listener or port is involved. Pieces travel as tag-matched messages (host or
 device buffers: UCX picks NVLink, shared memory, InfiniBand or TCP), received on the worker
-directly. The tag of every message is the communicator's token, a per-pair message number and the
-two ranks, so messages of one exchange can never match another's.
+directly. The tag of every message holds the communicator's token, a per-pair message number and
+the two ranks, so messages of one exchange never match another's.
 
 UCX knows nothing of CUDA streams: the compute stream is synchronised before device pieces are
 sent, and the received pieces are complete when the payload round returns. The link runs UCXX's
@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from daskflow.pencils.transport import PeerAborted
 
 _LOOP: asyncio.AbstractEventLoop | None = None
 _LOOP_LOCK = threading.Lock()
@@ -57,7 +59,8 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def _run(coro, abort: Callable[[], bool] = lambda: False, timeout: float = 600.0):
-    """Run ``coro`` on the UCXX loop and wait for it here, raising when ``abort()`` turns true."""
+    """Run ``coro`` on the UCXX loop and wait for it here, raising when ``abort()`` turns true (the
+    pending messages are cancelled) or after ``timeout`` seconds."""
     future = asyncio.run_coroutine_threadsafe(coro, _loop())
     start = time.perf_counter()
     while True:
@@ -66,11 +69,15 @@ def _run(coro, abort: Callable[[], bool] = lambda: False, timeout: float = 600.0
         except TimeoutError:
             if abort():
                 future.cancel()
-                raise RuntimeError("daskflow exchange: the run was aborted (a peer task failed)") from None
+                raise PeerAborted("daskflow exchange: the run was aborted (a peer task failed)") from None
             if time.perf_counter() - start > timeout:
                 future.cancel()
                 raise TimeoutError(f"daskflow exchange: a UCX message did not arrive in {timeout} s "
                                    "(dask config daskflow.exchange-timeout)") from None
+        except Exception as exc:
+            if abort():  # the endpoints were closed under the messages by an abort
+                raise PeerAborted("daskflow exchange: the run was aborted (a peer task failed)") from exc
+            raise
 
 
 def worker_address() -> bytes:
@@ -102,7 +109,7 @@ class UcxLink:
         self.rank, self.size = rank, size
         self._ucxx = ucxx
         self._xp = __import__("cupy") if device == "gpu" else np
-        self._prefix = int.from_bytes(hashlib.blake2b(str(token).encode(), digest_size=2).digest(), "little") << 48
+        self._prefix = int.from_bytes(hashlib.blake2b(str(token).encode(), digest_size=3).digest(), "little") << 40
         self._sent = [0] * size  # messages sent to each peer so far, and received from each
         self._received = [0] * size
 
@@ -114,7 +121,9 @@ class UcxLink:
         self._endpoints = _run(connect())
 
     def _tag(self, src: int, dst: int, number: int) -> int:
-        return self._prefix | (number & 0xFFFFFFFF) << 16 | src << 8 | dst
+        """24 bits of the communicator's token, 24 of the pair's message number (it wraps after 16 M
+        messages: far more than are ever in flight), 8 each of the two ranks."""
+        return self._prefix | (number & 0xFFFFFF) << 16 | src << 8 | dst
 
     def _send(self, peer: int, buf):
         tag = self._tag(self.rank, peer, self._sent[peer])
@@ -152,7 +161,8 @@ class UcxLink:
 
     # --------------------------------------------------------------------------- payload
 
-    def payload_round(self, sends: list, recvs: list) -> None:
+    def payload_round(self, sends: list, recvs: list, abort: Callable[[], bool], timeout: float) -> None:
+        """Done when it returns (UCX does not order with CUDA streams)."""
         if not (sends or recvs):
             return
         if self._xp is not np:
@@ -163,7 +173,7 @@ class UcxLink:
         async def exchange():
             await asyncio.gather(*ops)
 
-        _run(exchange())
+        _run(exchange(), abort, timeout)
 
     def empty(self, shape: tuple, dtype: str, order: str):
         return self._xp.empty(shape, dtype=np.dtype(dtype), order=order)

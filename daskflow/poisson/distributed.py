@@ -32,7 +32,7 @@ from daskflow.pencils.graph import (
     scatter_per_worker,
 )
 from daskflow.pencils.layout import pencil_chunks
-from daskflow.pencils.transport import MAILBOX, CommSpec, choose_comm, make_comm
+from daskflow.pencils.transport import CommSpec, choose_comm, make_comm
 from daskflow.poisson import algorithms, stages
 
 
@@ -53,14 +53,34 @@ def current_client():
 
 @dataclass
 class ClusterState:
-    """What a solver keeps on one cluster: the plan (a copy per worker), coefficient futures and
-    the worker list."""
+    """What a solver keeps on one cluster: the plan (a copy per worker), coefficient futures, the
+    worker list, and the transport of the fused exchanges among the workers that own chunks (its
+    communicator is asked for at every solve: each solve is a run with its own turn)."""
 
     workers: list[str]
     plans: dict
-    comm: CommSpec = MAILBOX  # the fused exchanges' transport over the workers that own chunks
+    comm: str = "mailbox"
+    participants: tuple[str, ...] = ()
+    device: str = "cpu"
     coefficients: dict = field(default_factory=dict)
     factors: dict = field(default_factory=dict)
+    previous: dict = field(default_factory=dict)  # worker -> an output block of the last fused solve
+
+    def communicator(self, client) -> CommSpec:
+        return make_comm(client, self.participants, self.comm, self.device)
+
+    def pending(self) -> dict:
+        """Per worker, the last solve's output if that solve is still running: the next solve's task
+        there waits for it, so that solves on one NCCL or UCX communicator reach every worker in the
+        same order (their exchanges would mix otherwise). A solve that failed or was cancelled
+        orders nothing."""
+        return {w: f for w, f in self.previous.items() if f.status == "pending"}
+
+    def remember(self, out: da.Array, pz: int) -> None:
+        """Keep one output block per worker of the solve just submitted (see :meth:`pending`)."""
+        from distributed import futures_of
+
+        self.previous = {chunk_owner(tuple(f.key[-2:]), self.workers, pz): f for f in futures_of(out)}
 
 
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
@@ -73,13 +93,13 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
     dec = solver.plan.decomposition
-    comm = MAILBOX
+    owners = {chunk_owner(k, workers, dec.pz) for k in dec.indices}
+    participants = tuple(w for w in workers if w in owners)
+    device = "gpu" if xp_name == "cupy" else "cpu"
+    comm = "mailbox"
     if solver.granularity == "fused":
-        owners = {chunk_owner(k, workers, dec.pz) for k in dec.indices}
-        participants = [w for w in workers if w in owners]
-        device = "gpu" if xp_name == "cupy" else "cpu"
-        comm = make_comm(client, participants, choose_comm(client, participants, solver.comm, device), device)
-    state = ClusterState(workers, plans, comm)
+        comm = choose_comm(client, participants, solver.comm, device, setting=f"{type(solver).__name__} comm")
+    state = ClusterState(workers, plans, comm, participants, device)
     if solver.method == "ptdma" and dec.pz > 1:
         for table, setup, keys in ((state.coefficients, stages.ptdma_setup, dec.indices),
                                    (state.factors, stages.reduced_factor, dec.reduced_indices())):
@@ -101,6 +121,7 @@ class SolveGraph:
     name: str
     placement: dict
     workers: list[str]
+    state: ClusterState | None = None  # fused solves over NCCL or UCX: where the solve is remembered
 
 
 def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
@@ -130,17 +151,21 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     else:
         algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
     if solver.granularity == "fused" and client is not None:
-        return _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.comm)
+        g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
+                         state.pending())
+        g.state = state if state.comm != "mailbox" else None
+        return g
     ex = DaskExecutor(plan_ref, token, owner)
     out = algorithm(ex, plan, blocks, *extra)
     return SolveGraph(ex.graph, setup, out[(0, 0)][0], ex.placement, workers)
 
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
-                 comm: CommSpec) -> SolveGraph:
+                 comm: CommSpec, after: dict) -> SolveGraph:
     """One task per worker running the whole algorithm with direct exchanges, plus one
     ``getitem`` per chunk to expose the output blocks as a Dask array (and one tiny ready marker
-    per input chunk that every fused task depends on)."""
+    per input chunk that every fused task depends on; a worker's task also waits for ``after``
+    there, the previous solve's output)."""
     fused_name, name = f"daskflow-fused-{token}", f"daskflow-solution-{token}"
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
@@ -157,7 +182,8 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
         if not inputs[0][0]:
             continue  # a worker without chunks takes no part
         key = (fused_name, i)
-        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, markers, comm)
+        ready = [*markers, after[worker]] if worker in after else markers
+        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, ready, comm)
         placement[key] = worker
         for k in inputs[0][0]:
             out_key = (name, 0, *k)
@@ -178,7 +204,10 @@ def solve_dask(solver, b: da.Array) -> da.Array:
     if client is None:
         return out
     with dask.annotate(**placement_annotations(g.placement, g.workers)):
-        return client.persist(out, optimize_graph=False)
+        out = client.persist(out, optimize_graph=False)
+    if g.state is not None:
+        g.state.remember(out, solver.plan.decomposition.pz)
+    return out
 
 
 def persist_home(solver, b, client) -> da.Array:

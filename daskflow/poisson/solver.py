@@ -208,8 +208,8 @@ class PoissonSolver(_SpectralSolver):
     float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input); ``granularity`` (Dask
     arrays on a distributed cluster): ``"stage"`` (one task per chunk per stage and one per piece,
     visible on the dashboard) or ``"fused"`` (one task per worker per solve, pieces sent directly
-    between workers); ``comm``: the transport of the fused exchanges, ``"auto"``, ``"nccl"`` or
-    ``"mailbox"`` (:mod:`daskflow.pencils.transport`).
+    between workers); ``comm``: the transport of the fused exchanges, ``"auto"``, ``"nccl"``, ``"ucx"``
+    or ``"mailbox"`` (:mod:`daskflow.pencils.transport`).
     """
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", method: str = "ptdma",

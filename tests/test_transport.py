@@ -306,7 +306,7 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
         first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
         assert first._comm_spec.key == second._comm_spec.key  # one communicator, two runs on it
         shared = first._comm_spec
-        client.run(_fail_next_advance, workers=[sorted(client.scheduler_info()["workers"])[1]])
+        _inject_failure(client, "daskflow.ns.distributed", "advance", worker=1)
         with pytest.raises(RuntimeError, match="injected"):
             first.run(steps=1)
         assert not all(client.run(transport.comm_alive, shared.key).values())
@@ -314,24 +314,31 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
         assert second._comm_spec.key != shared.key and second.step == 3
 
 
-def _fail_next_advance(dask_worker=None):
-    """Make this worker's next run fail before its first exchange (its peer is left waiting in it)."""
-    import daskflow.ns.distributed as nd
+def _inject_failure(client, module: str, name: str, worker: int) -> None:
+    """``module.name`` raises once in the process of worker ``worker`` (sorted by address)."""
+    client.run(_fail_once, module, name, workers=[sorted(client.scheduler_info()["workers"])[worker]])
 
-    original = nd.advance
 
-    def advance(*args, **kwargs):
-        nd.advance = original
+def _fail_once(module: str, name: str, dask_worker=None):
+    """Make ``module.name`` raise once in this worker's process: its next run or solve fails before
+    its first exchange, and its peers are left waiting in theirs."""
+    import importlib
+
+    target = importlib.import_module(module)
+    original = getattr(target, name)
+
+    def failing(*args, **kwargs):
+        setattr(target, name, original)
         raise RuntimeError("injected failure")
 
-    nd.advance = advance
+    setattr(target, name, failing)
 
 
 def test_a_failed_run_reports_the_failing_task_not_the_peers_it_aborted():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         sim = Simulation(_channel((1, 2)), client=client).run(steps=1)
-        client.run(_fail_next_advance, workers=[sorted(client.scheduler_info()["workers"])[1]])
+        _inject_failure(client, "daskflow.ns.distributed", "advance", worker=1)
         with pytest.raises(RuntimeError, match="injected"):
             sim.run(steps=1)
         assert sim.run(steps=1).step == 2  # the next run goes on from the state before the failure
@@ -365,19 +372,6 @@ def test_solves_in_flight_together_take_turns_on_a_shared_communicator(loopback)
         np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
 
 
-def _fail_next_solve(dask_worker=None):
-    """Make this worker's next fused Poisson solve fail before its first exchange."""
-    import daskflow.poisson.algorithms as algorithms
-
-    original = algorithms.ptdma
-
-    def ptdma(*args, **kwargs):
-        algorithms.ptdma = original
-        raise RuntimeError("injected failure")
-
-    algorithms.ptdma = ptdma
-
-
 def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback):
     import dask.array as da
 
@@ -388,7 +382,7 @@ def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback)
         solver = _poisson("loopback")
         first = solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()
         shared = next(iter(solver._cluster_states.values())).communicator(client)
-        client.run(_fail_next_solve, workers=[sorted(client.scheduler_info()["workers"])[0]])  # one process
+        _inject_failure(client, "daskflow.poisson.algorithms", "ptdma", worker=0)  # one process
         with pytest.raises(RuntimeError, match="injected"):
             solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()
         again = solver.solve(da.from_array(b, chunks=home_chunks(solver), name=False)).compute()

@@ -293,3 +293,18 @@ def test_slurm_batch_script_forwards_the_walltime_signal_and_waits_for_the_check
         assert (tmp_path / "marker").read_text().strip() == "checkpoint"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the stand-in scheduler and workers
+
+
+def test_the_dashboard_link_of_the_embedded_cluster_serves_the_dashboard():
+    """The link every run prints opens Dask's dashboard (its status page), not the page that says
+    Dask needs bokeh."""
+    import urllib.request
+
+    from daskflow import cluster
+    from daskflow.config import DEFAULTS
+
+    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": "127.0.0.1:0"}
+    with cluster.start(section, 1) as client:
+        with urllib.request.urlopen(client.dashboard_link, timeout=60) as response:
+            page = response.read().decode(errors="replace")
+    assert response.status == 200 and "bokeh" in page.lower() and "needs bokeh" not in page.lower()

@@ -390,3 +390,37 @@ def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback)
         assert replaced.key != shared.key  # a new communicator
         assert not any(client.run(transport.comm_alive, shared.key).values())  # retired everywhere
     np.testing.assert_array_equal(again, first)
+
+
+def _count_exchanges(monkeypatch) -> dict:
+    """Exchanges made by the executors of this process, by the cut that feeds them."""
+    from daskflow.pencils import direct
+
+    counts: dict = {}
+    original = direct.DirectExecutor.exchange
+
+    def exchange(self, blocks, dests, sources, cut, join, extras=()):
+        if self.me == min(self.owner(d) for d in dests):  # one worker's count
+            name = getattr(cut, "__qualname__", "").replace("ChunkDomain._z_solve.<locals>.<lambda>", "z solve rows")
+            counts[name] = counts.get(name, 0) + 1
+        return original(self, blocks, dests, sources, cut, join, extras)
+
+    monkeypatch.setattr(direct.DirectExecutor, "exchange", exchange)
+    return counts
+
+
+@pytest.mark.parametrize(("pencils", "rounds"), [((2, 2), 30), ((4, 1), 15)])
+def test_the_exchange_rounds_of_a_step(monkeypatch, pencils, rounds):
+    """The rounds of one z-implicit, flow-rate-forced step (docs/performance.md lists them): three
+    halos a substep (the CFL maximum and the bulk velocity ride on two of them), the pressure
+    solve's transposes and reduced-system gather and scatter, and with pz > 1 one round per
+    velocity component for the z-implicit solves."""
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        sim = Simulation(_channel(pencils), client=client).run(steps=1)
+        counts = _count_exchanges(monkeypatch)
+        sim.run(steps=2)
+    per_step = {k: v / 2 for k, v in counts.items()}
+    assert sum(per_step.values()) == rounds, per_step
+    assert per_step["_cut_halos"] + per_step["_cut_halos_and_value"] == 9
+    assert per_step.get("z solve rows", 0) == (9 if pencils[1] > 1 else 0)

@@ -74,7 +74,7 @@ H200_DASK = Machine(
     intra_a2a_bw=188e9,  # transpose_4xH200: raw all-to-all, 4 GPUs, 1 GiB: 0.75 GiB out in 4.27 ms
     inter_bw=25e9,  # not measured (one host); a placeholder of one 200 Gb/s NIC per GPU
     exchange_latency=3.3e-3,  # transpose_4xH200 direct chained (64 MiB, 1 GiB) minus links and copies
-    # channel_step_4xH200_pencils41: 166.5 ms per step at pencils (4, 1) (fourth session: one round per
+    # channel_step_4xH200_pencils41: 166.5 ms per step at pencils (4, 1) (code at 65d480e: one round per
     # halo, reductions riding on halos) minus the model's compute, transfers and copies, per exchange
     ns_exchange_latency=6.44e-3,
     solve_overhead=7.0e-3,  # poisson_distributed, 1 GPU: median chained 12.0 ms minus the 4.9 ms floor

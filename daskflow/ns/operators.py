@@ -86,8 +86,8 @@ def padded_copy(a):
 
 def fill_ghosts(view, axis: int, pair: str, values, face: bool, sides: tuple[int, ...] = (0, 1)) -> None:
     """Set the ghost planes of ``view`` along ``axis`` (its first and last; ``sides`` says which)
-    from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the wall value (a face on
-    the lower wall is the value itself), a Neumann side copies."""
+    from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the wall
+    value (a face on the lower wall is the value itself), a Neumann side copies."""
     n = view.shape[axis] - 2
     for side, ghost, edge in ((0, _index(axis, 0), _index(axis, 1)), (1, _index(axis, n + 1), _index(axis, n))):
         if side not in sides:

@@ -59,7 +59,7 @@ class NcclLink:
     """This rank's end of a header communicator and a payload communicator (``ids`` from
     :func:`unique_ids`; every rank constructs its link at the same time)."""
 
-    def __init__(self, size: int, rank: int, ids: Sequence[tuple]) -> None:
+    def __init__(self, size: int, rank: int, ids: Sequence[bytes]) -> None:
         import cupy
         import cupyx
         from cupy.cuda import nccl

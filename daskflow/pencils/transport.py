@@ -20,7 +20,7 @@ Backends (``cluster.comm``):
 
 A communicator's participants, and the ids that bootstrap it, are a :class:`CommSpec` made on the
 client (:func:`make_comm`) and shipped with the fused tasks; each worker builds its end once and
-keeps it (:func:`transport_for`) until a run that used it fails, when it is aborted on every worker
+keeps it (:func:`communicator`) until a run that used it fails, when it is aborted on every worker
 and the client makes a new one.
 """
 
@@ -285,15 +285,22 @@ def _registry(worker) -> dict:
 
         def abort_run(run: str) -> None:
             for transport in [t for t in list(registry.values()) if run in t.runs]:
-                threading.Thread(target=transport.abort, name="daskflow-abort", daemon=True).start()
+                _abort_soon(transport)
 
         worker.daskflow_mailbox.abort_hooks.append(abort_run)
     return registry
 
 
-def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
-    """This worker's end of ``comm``: a new mailbox transport, or the packed transport built at the
-    first call with this spec (a collective: every participant calls it in its fused task)."""
+def _abort_soon(transport: PackedTransport) -> None:
+    """Abort ``transport`` in a thread of its own (called from the worker's event loop)."""
+    threading.Thread(target=transport.abort, name="daskflow-abort", daemon=True).start()
+
+
+def communicator(worker, comm: CommSpec | None, timeout: float, run: str) -> Transport:
+    """This worker's end of ``comm`` for the fused task of run ``run`` (called inside
+    :func:`~daskflow.pencils.direct.collective`, by every participant): a new mailbox transport, or
+    the packed transport built at the first call with this spec, which notes the run (aborting the
+    run aborts it here)."""
     if comm is None or comm.kind == "mailbox":
         return MailboxTransport(worker, timeout)
     registry = _registry(worker)
@@ -309,15 +316,7 @@ def transport_for(worker, comm: CommSpec | None, timeout: float) -> Transport:
         transport = PackedTransport(comm.kind, link, ranks, worker.address, timeout, worker.daskflow_mailbox.aborted)
         registry[comm.key] = transport
     transport.timeout = timeout
-    return transport
-
-
-def communicator(worker, comm: CommSpec | None, timeout: float, run: str) -> Transport:
-    """The transport of a fused task's run ``run`` (called inside
-    :func:`~daskflow.pencils.direct.collective`, by every participant)."""
-    transport = transport_for(worker, comm, timeout)
-    if isinstance(transport, PackedTransport):
-        transport.join(run)
+    transport.join(run)
     return transport
 
 
@@ -336,7 +335,7 @@ def retire(key: tuple, dask_worker=None) -> None:
     dask_worker.daskflow_retired.add(key)
     transport = dask_worker.daskflow_transports.pop(key, None)
     if transport is not None:
-        threading.Thread(target=transport.abort, name="daskflow-abort", daemon=True).start()
+        _abort_soon(transport)
 
 
 # ------------------------------------------------------------------------------------ client side
@@ -384,10 +383,10 @@ _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, w
 
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:
     """The communicator of ``kind`` over ``workers`` for a new run: the one made before for these
-    workers when none of them has aborted it (every simulation and solver
-    on a worker set shares one; NCCL's buffers are large), else a new one, bootstrapped on the
-    workers (NCCL ids on the first, UCX worker addresses on each) after the old one is retired
-    everywhere. ``device`` says whether pieces are CuPy (``gpu``) or NumPy arrays."""
+    workers when none of them has aborted it (every simulation and solver on a worker set shares
+    one; NCCL's buffers are large), else a new one, bootstrapped on the workers (NCCL ids on the
+    first, UCX worker addresses on each) after the old one is retired everywhere. ``device`` says
+    whether pieces are CuPy (``gpu``) or NumPy arrays."""
     workers = tuple(workers)
     if kind == "mailbox":
         return CommSpec("mailbox", workers)

@@ -108,7 +108,12 @@ class UcxLink:
         token, device, addresses = ids
         self.rank, self.size = rank, size
         self._ucxx = ucxx
-        self._xp = __import__("cupy") if device == "gpu" else np
+        if device == "gpu":
+            import cupy
+
+            self._xp = cupy
+        else:
+            self._xp = np
         self._prefix = int.from_bytes(hashlib.blake2b(str(token).encode(), digest_size=3).digest(), "little") << 40
         self._sent = [0] * size  # messages sent to each peer so far, and received from each
         self._received = [0] * size
@@ -125,15 +130,19 @@ class UcxLink:
         messages: far more than are ever in flight), 8 each of the two ranks."""
         return self._prefix | (number & 0xFFFFFF) << 16 | src << 8 | dst
 
+    @staticmethod
+    def _number(counts: list[int], peer: int) -> int:
+        """The next message number of ``peer`` in ``counts`` (sent or received), taken."""
+        counts[peer] += 1
+        return counts[peer] - 1
+
     def _send(self, peer: int, buf):
-        tag = self._tag(self.rank, peer, self._sent[peer])
-        self._sent[peer] += 1
+        tag = self._tag(self.rank, peer, self._number(self._sent, peer))
         return self._endpoints[peer].send(buf, tag=tag, force_tag=True)
 
-    def _recv(self, peer: int, buf):
-        tag = self._tag(peer, self.rank, self._received[peer])
-        self._received[peer] += 1
-        return self._ucxx.recv(buf, tag=tag)
+    def _recv(self, peer: int, buf, number: int | None = None):
+        number = self._number(self._received, peer) if number is None else number
+        return self._ucxx.recv(buf, tag=self._tag(peer, self.rank, number))
 
     # --------------------------------------------------------------------------- headers
 
@@ -145,17 +154,14 @@ class UcxLink:
                       self._send(peer, np.frombuffer(data, np.uint8).copy())]
         lengths = {peer: np.empty(1, dtype=np.uint64) for peer in recv_from}
         firsts = [self._recv(peer, lengths[peer]) for peer in recv_from]
-        # the body messages are numbered after the lengths, in the same order on both sides
-        numbers = {peer: self._received[peer] for peer in recv_from}
-        for peer in recv_from:
-            self._received[peer] += 1
+        # each body is the message after its length, numbered now as the sender numbered it
+        bodies = {peer: self._number(self._received, peer) for peer in recv_from}
 
         async def exchange():
             await asyncio.gather(*sends, *firsts)
-            bodies = {peer: np.empty(int(lengths[peer][0]), dtype=np.uint8) for peer in recv_from}
-            await asyncio.gather(*(self._ucxx.recv(bodies[peer], tag=self._tag(peer, self.rank, numbers[peer]))
-                                   for peer in recv_from))
-            return {peer: body.tobytes() for peer, body in bodies.items()}
+            buffers = {peer: np.empty(int(lengths[peer][0]), dtype=np.uint8) for peer in recv_from}
+            await asyncio.gather(*(self._recv(peer, buffers[peer], bodies[peer]) for peer in recv_from))
+            return {peer: body.tobytes() for peer, body in buffers.items()}
 
         return _run(exchange(), abort, timeout)
 

@@ -54,8 +54,7 @@ def current_client():
 @dataclass
 class ClusterState:
     """What a solver keeps on one cluster: the plan (a copy per worker), coefficient futures, the
-    worker list, and the transport of the fused exchanges among the workers that own chunks (its
-    communicator is asked for at every solve: each solve is a run with its own turn)."""
+    worker list, and the transport of the fused exchanges among the workers that own chunks."""
 
     workers: list[str]
     plans: dict
@@ -65,9 +64,15 @@ class ClusterState:
     coefficients: dict = field(default_factory=dict)
     factors: dict = field(default_factory=dict)
     previous: dict = field(default_factory=dict)  # worker -> an output block of the last fused solve
+    spec: CommSpec | None = None
 
     def communicator(self, client) -> CommSpec:
-        return make_comm(client, self.participants, self.comm, self.device)
+        """The communicator of the next solve: asked for again (a check on every worker, a new one
+        where it was aborted) only at the first solve and after a solve that failed or was cancelled,
+        not on every solve."""
+        if self.spec is None or any(f.status in ("error", "cancelled") for f in self.previous.values()):
+            self.spec = make_comm(client, self.participants, self.comm, self.device)
+        return self.spec
 
     def pending(self) -> dict:
         """Per worker, the last solve's output if that solve is still running: the next solve's task

@@ -95,7 +95,7 @@ def _security(section: dict):
                     tls_worker_key=tls["key"], require_encryption=True)
 
 
-def _protocol(section: dict, gpu: bool) -> str:
+def protocol_for(section: dict, gpu: bool) -> str:
     """Dask's own comms: ``cluster.protocol``, or for ``auto`` UCX only where pencils travel through
     them (GPU workers with ``cluster.comm: mailbox``). With NCCL exchanges Dask carries only control
     messages, and UCX's progress loop then costs the GPU tasks the GIL: a (4, 1) channel step over
@@ -119,7 +119,7 @@ def _jobqueue_kwargs(section: dict, kind: str) -> dict:
               "job_extra_directives": list(section["job_extra_directives"]),
               "job_script_prologue": _worker_prologue(),
               "worker_command": "dask_cuda.cli",
-              "protocol": _protocol(section, True),
+              "protocol": protocol_for(section, True),
               "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
     if kind == "slurm":
         kwargs["job_extra_directives"] = [f"--gpus-per-node={gpus}", *kwargs["job_extra_directives"]]
@@ -213,14 +213,14 @@ def start(section: dict, workers: int):
         if section["rmm_pool_size"]:
             options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
         with worker_environment():
-            cluster = LocalCUDACluster(n_workers=n, protocol=_protocol(section, True), security=security,
+            cluster = LocalCUDACluster(n_workers=n, protocol=protocol_for(section, True), security=security,
                                        dashboard_address=section["dashboard_address"], **options)
     else:
         from distributed import LocalCluster
 
         with worker_environment():
             cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
-                                   protocol=_protocol(section, False), security=security,
+                                   protocol=protocol_for(section, False), security=security,
                                    dashboard_address=section["dashboard_address"])
     with cluster, Client(cluster, security=security) as client:
         if kind in ("slurm", "pbs"):

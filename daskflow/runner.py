@@ -97,18 +97,20 @@ def jobscript(args) -> int:
 def info(args) -> int:
     from daskflow import __version__
     from daskflow.backend import compiled_loops, cupy_or_none, device_name
+    from daskflow.cluster import protocol_for
+    from daskflow.config import DEFAULTS
     from daskflow.pencils import nccl, ucx
 
     cp = cupy_or_none()
     versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "numba", "zarr", "xarray", "cupy",
                                                    "dask_cuda", "distributed_ucxx")}
     versions["nccl"] = nccl.version()
-    versions["ucx"] = ucx.version() if ucx.available() else None
+    versions["ucx"] = ucx.version()
     cuda_cluster = cp is not None and importlib.util.find_spec("dask_cuda") is not None
     gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
     # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then
     comm = "nccl" if cuda_cluster and gpus > 1 and nccl.available() else "mailbox"
-    protocol = "tcp" if comm == "nccl" or importlib.util.find_spec("distributed_ucxx") is None else "ucx"
+    protocol = protocol_for(DEFAULTS["cluster"], cuda_cluster)
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,

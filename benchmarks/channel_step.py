@@ -73,7 +73,7 @@ def distributed(args) -> list[dict]:
     layouts = args.layouts or [[args.gpus, 1]]
     rows = []
     with cuda_cluster(args.gpus, args.protocol) as cluster, Client(cluster) as client:
-        device = sorted(set(client.run(_device_name).values()))[0]
+        device = cluster_device(client)
         for pencils in layouts:
             for comm in args.comm:
                 cfg = _config(shape, args.implicit, pencils, args.z_solve)
@@ -121,11 +121,17 @@ def _per_step_ms(report: dict, steps: int) -> dict:
     return out
 
 
-def _device_name():
+def _device_name() -> str:
     import cupy
 
-    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
+    from daskflow.backend import device_name
+
+    return device_name(cupy)
+
+
+def cluster_device(client) -> str:
+    """The GPU model of the cluster's workers (the first name, sorted, if they differ)."""
+    return sorted(set(client.run(_device_name).values()))[0]
 
 
 def main() -> None:

@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
 
-    from channel_step import _device_name, cuda_cluster
+    from channel_step import cluster_device, cuda_cluster
     from distributed import Client
 
     import daskflow
@@ -86,7 +86,7 @@ def main() -> None:
     with cuda_cluster(args.gpus, args.protocol) as cluster, Client(cluster) as client:
         workers = sorted(client.scheduler_info()["workers"])
         ensure_mailboxes(client)
-        device = sorted(set(client.run(_device_name).values()))[0]
+        device = cluster_device(client)
         for kind in args.comm:
             comm = make_comm(client, workers, kind, "gpu")
             for mib in args.mib:

@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from channel_step import _config, _device_name, cuda_cluster
+from channel_step import _config, cluster_device, cuda_cluster
 
 INTERVALS = {"python default": 5e-3, "daskflow": 2e-4}
 
@@ -50,7 +50,7 @@ def main() -> None:
                 start = time.perf_counter()
                 sim.run(steps=args.steps)
                 ms[name].append(1e3 * (time.perf_counter() - start) / args.steps)
-        device = sorted(set(client.run(_device_name).values()))[0]
+        device = cluster_device(client)
         divergence = sim.divergence_max()
     json.dump({"benchmark": "gil_switch", "device": device, "gpus": args.gpus, "shape": args.shape,
                "pencils": args.pencils, "intervals_s": INTERVALS, "ms_per_step": ms,

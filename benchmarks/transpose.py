@@ -235,8 +235,9 @@ def main() -> None:
                                        dashboard_address=None)
         with cluster, Client(cluster) as client:
             if not args.cpu:
-                device = client.run(_device_name)
-                device = sorted(set(device.values()))[0]
+                from channel_step import cluster_device
+
+                device = cluster_device(client)
             for mib in args.mib:
                 shape = _shape(mib, gpus) if not args.cpu else (64, 64, max(1, mib * 2**20 * gpus // (8 * 64 * 64)))
                 row = {"gpus": gpus, "mib_per_gpu": mib, "shape": list(shape),
@@ -258,13 +259,6 @@ def main() -> None:
                       "targets": "chained x->y transpose: <= 1.3 x the NCCL floor at 1 GiB per GPU, "
                                  "<= 0.6 ms at 64 MiB per GPU",
                       "results": results}, indent=2))
-
-
-def _device_name():
-    import cupy
-
-    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 if __name__ == "__main__":

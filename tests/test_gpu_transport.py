@@ -28,12 +28,12 @@ def _needs(gpus: int) -> None:
         pytest.skip(f"needs {gpus} GPUs")
 
 
-def _cluster(gpus: int, **kwargs):
+def _cluster(gpus: int, protocol: str | None = None):
     from dask_cuda import LocalCUDACluster
 
     return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))),
-                            protocol=os.environ.get("DASKFLOW_TEST_PROTOCOL", "ucx"), dashboard_address=None,
-                            **kwargs)
+                            protocol=protocol or os.environ.get("DASKFLOW_TEST_PROTOCOL", "ucx"),
+                            dashboard_address=None)
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}gpus")
@@ -150,11 +150,9 @@ def test_ucx_steps_equal_the_mailbox_bit_for_bit_on_gpus():
     _needs(2)
     if importlib.util.find_spec("ucxx") is None:
         pytest.skip("needs UCXX")
-    from dask_cuda import LocalCUDACluster
     from distributed import Client
 
-    with LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,1", protocol="tcp", dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with _cluster(2, protocol="tcp") as cluster, Client(cluster) as client:
         for pencils in ((2, 1), (1, 2)):
             runs = {}
             for comm in ("mailbox", "ucx"):

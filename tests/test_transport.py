@@ -132,7 +132,7 @@ def _all_to_all(transports, pieces):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join()  # every exchange ends: its waits are bounded by the transport timeout
     return results
 
 
@@ -178,7 +178,7 @@ def test_a_mismatched_exchange_sequence_is_an_error_not_a_silent_mix():
     threads = [threading.Thread(target=rank0, daemon=True), threading.Thread(target=rank1)]
     for t in threads:
         t.start()
-    threads[1].join(30)
+    threads[1].join()
     assert errors and "exchange sequences differ" in errors[0]
 
 

@@ -49,8 +49,9 @@ def _config(args) -> dict:
 
         if not store_path:
             raise ValueError("--restart needs output.store (the store to continue)")
-        if not store.exists(store_path) or store.current_slot(store_path) is None:
+        if not store.has_checkpoint(store_path):
             raise ValueError(f"config output.store: {store_path!r} holds no complete checkpoint to restart from")
+        _check_writable(store_path, existing=True)
     elif store_path:
         from daskflow.io import store
 
@@ -65,14 +66,23 @@ def _config(args) -> dict:
     return cfg
 
 
-def _check_writable(store_path: str) -> None:
+def _check_writable(store_path: str, existing: bool = False) -> None:
+    """A new store's parent folder, or an existing store's folders, must be writable (a read-only
+    mount is refused before anything runs)."""
     from daskflow.io import store
 
     if not store.is_local(store_path):
-        return  # remote stores are checked by zarr when the run creates them
-    parent = Path(store_path.removeprefix("file://")).resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise ValueError(f"config output.store: cannot create {store_path!r} ({parent} is not a writable directory)")
+        return  # remote stores are checked by zarr when the run writes them
+    path = Path(store_path.removeprefix("file://")).resolve()
+    if existing:
+        folders = [path, path / "scalars", path / "checkpoint"]
+        if not all(os.access(folder, os.W_OK) for folder in folders):
+            raise ValueError(f"config output.store: {store_path!r} is not writable (a read-only mount or "
+                             "permissions): a restart writes into it")
+        return
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise ValueError(f"config output.store: cannot create {store_path!r} ({path.parent} is not a writable "
+                         "directory)")
 
 
 def validate(args) -> int:

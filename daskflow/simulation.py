@@ -16,7 +16,9 @@ that advances its pencil, exchanging halos and solver pieces directly with the o
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -73,7 +75,7 @@ def _check_initial_checkpoint(path: str, shape: tuple) -> None:
     """``initial.path`` must hold a complete checkpoint of a run on the same grid shape."""
     from daskflow.io import store
 
-    if not store.exists(path) or store.current_slot(path) is None:
+    if not store.has_checkpoint(path):
         raise ValueError(f"config initial.path: {path!r} holds no complete checkpoint")
     stored = tuple(store.root_config(path)["grid"]["shape"])
     if stored != tuple(shape):
@@ -83,6 +85,23 @@ def _check_initial_checkpoint(path: str, shape: tuple) -> None:
 
 class WorkerLost(RuntimeError):
     """A worker holding a pencil disappeared during a run."""
+
+
+def removed_workers(client, addresses: list[str]) -> list[str]:
+    """The workers among ``addresses`` that the scheduler has removed: those whose latest membership
+    event (the scheduler logs ``add-worker`` and ``remove-worker`` under each worker's address) is
+    their removal. Evidence, not a poll of who is listed: a slow or momentarily empty reply of the
+    scheduler never counts as a loss."""
+    async def events():
+        return await asyncio.gather(*(client.scheduler.events(topic=address) for address in addresses))
+
+    removed = []
+    for address, log in zip(addresses, client.sync(events), strict=True):
+        actions = [msg.get("action") for _, msg in log if isinstance(msg, dict)]
+        membership = [a for a in actions if a in ("add-worker", "remove-worker")]
+        if membership and membership[-1] == "remove-worker":
+            removed.append(address)
+    return removed
 
 
 def _abort(run_id: str, dask_worker=None) -> None:
@@ -172,6 +191,10 @@ class Simulation:
             if old != new:
                 raise ValueError(f"restart: {'.'.join(path)} differs from the checkpoint's ({old!r} there, "
                                  f"{new!r} now); only the decomposition, cluster, time and output may change")
+        missing = store.missing_slices(store_path, config["output"]["slices"])
+        if missing:
+            raise ValueError(f"config output.slices: the store has no slices along {', '.join(missing)} (it was "
+                             "created without them); restart without those slices, or start a new store")
         return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
 
     def _resolve_auto(self, client, restart: bool, stored: dict | None) -> None:
@@ -222,6 +245,13 @@ class Simulation:
         if self.config["output"]["fields_every"] or self.config["output"]["slices_every"]:
             store.check_alignment(self.store, pencil_chunks(self.grid.shape, self.config["solver"]["pencils"]))
         fields, clock = store.read_checkpoint(self.store)
+        if "fallback" in clock:  # the newer slot is damaged: say so, clear it, never overwrite the one in use
+            damaged = next(slot for slot in store.SLOTS if slot != clock["slot"])
+            logging.getLogger("daskflow").warning("restarting from checkpoint slot %s (step %d): %s; slot %s is "
+                                                  "cleared for the next checkpoint", clock["slot"], clock["step"],
+                                                  clock["fallback"], damaged)
+            store.clear_slot(self.store, damaged, like=clock["slot"])
+            store.set_current(self.store, clock["slot"])
         store.truncate_after(self.store, clock["step"])
         self._start_from(fields, clock)
 
@@ -288,7 +318,8 @@ class Simulation:
                                                     allow_other_workers=False, pure=False))
 
     def _submit(self, fn, *args, clock: bool = False) -> list:
-        """One fused task per pencil running ``fn``; waits for them (watching for lost workers) and
+        """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal
+        events for lost workers: :func:`removed_workers`) and
         returns the new pencils, and with ``clock`` the state's clock after them (fetched by a task
         queued behind the first pencil's, so the run costs one round trip from here, not two)."""
         from distributed import wait
@@ -316,10 +347,10 @@ class Simulation:
                 wait(futures + extra, timeout=1.0)
                 break
             except TimeoutError:
-                alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-                gone = sorted(set(owners) - alive)
+                gone = removed_workers(self.client, sorted(set(owners)))
                 if gone:
-                    self.client.run(_abort, run_id, workers=sorted(alive))
+                    alive = sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - set(gone))
+                    self.client.run(_abort, run_id, workers=alive)
                     self.client.cancel(futures + markers + extra, force=True)
                     raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
         # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
@@ -443,6 +474,8 @@ class Simulation:
 
                 writer = Output(self.store, self.config["output"], self.config["physics"]["nu"])
             advance(self.config["time"], self.stepper, self.state, steps, until, writer)
+            if writer is not None:
+                writer.finish(self.state.step)
             return self
         target = None if steps is None else self.state.step + steps
         failures = 0
@@ -465,8 +498,6 @@ class Simulation:
     def _recover(self, lost: Exception) -> None:
         """After a worker loss: wait for replacement workers, reload the last checkpoint, re-place
         the pencils (the next run continues from there)."""
-        import logging
-
         if self.store is None or not self.config["output"]["checkpoint_every"]:
             raise RuntimeError(f"daskflow: {lost}; no checkpoints are written (output.checkpoint_every), so the "
                                "run cannot recover") from lost

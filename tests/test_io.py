@@ -214,7 +214,8 @@ def test_uneven_pencils_write_the_same_store(tmp_path):
 
 def test_a_failing_disk_stops_cleanly_and_keeps_the_checkpoint(tmp_path, monkeypatch):
     """An OSError from the storage layer (here a disk that fills after step 9) stops the run with a
-    message naming the store and the last checkpoint, which stays readable and restartable."""
+    message naming the store and the last checkpoint, which stays readable and restartable. Small
+    records are buffered, so the failure may surface at a later step of the segment."""
     import errno
 
     import zarr.storage
@@ -227,7 +228,7 @@ def test_a_failing_disk_stops_cleanly_and_keeps_the_checkpoint(tmp_path, monkeyp
         raise OSError(errno.ENOSPC, "No space left on device", key)
 
     monkeypatch.setattr(zarr.storage.LocalStore, "set", full_disk)
-    with pytest.raises(RuntimeError, match=r"full.zarr.*failed at step 10.*last complete checkpoint \(step 8\)"):
+    with pytest.raises(RuntimeError, match=r"full.zarr.*failed at step 1[012].*checkpoint of step 8 is kept"):
         sim.run(steps=3)
     monkeypatch.setattr(zarr.storage.LocalStore, "set", original)
     resumed = Simulation.restart(path)

@@ -75,3 +75,30 @@ def test_a_task_timeout_reaches_the_caller():
         client.run(_stall_first_pencil)
         with pytest.raises(TimeoutError, match="did not arrive"):
             sim.run(steps=1)
+
+
+def test_a_momentarily_empty_or_slow_scheduler_reply_does_not_abort_a_run(monkeypatch):
+    """The client's wait times out (as it does whenever a run outlasts it) while the scheduler's
+    worker list reads empty: that is no evidence of a loss, and the run finishes unchanged."""
+    import distributed
+
+    reference = Simulation(copy.deepcopy(CHANNEL)).run(steps=6)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        cfg = copy.deepcopy(CHANNEL)
+        cfg["solver"] = {"pencils": [1, 2]}
+        sim = Simulation(cfg, client=client).run(steps=1)
+        real_wait, real_info = distributed.wait, Client.scheduler_info
+        timeouts = []
+
+        def slow_wait(futures, timeout=None, **kwargs):  # the first three waits time out
+            if len(timeouts) < 3:
+                timeouts.append(timeout)
+                raise TimeoutError
+            return real_wait(futures, timeout=timeout, **kwargs)
+
+        monkeypatch.setattr(distributed, "wait", slow_wait)
+        monkeypatch.setattr(Client, "scheduler_info", lambda self, **kw: {**real_info(self, **kw), "workers": {}})
+        sim.run(steps=5)
+        assert len(timeouts) == 3
+        np.testing.assert_allclose(to_numpy(sim.u.compute()), to_numpy(reference.state.u), rtol=0, atol=1e-12)

@@ -2,12 +2,21 @@
 
 :class:`Output` is called after every step with the stepper and the state, on every participant of
 the domain (the whole array in process, or every worker's pencil inside the fused task): the
-reductions it needs are collectives of the domain, one participant (``domain.rank0``) appends the
+reductions it needs are collectives of the domain, one participant (``domain.rank0``) keeps the
 small records, and every participant writes the field and checkpoint chunks it owns (CuPy pencils
 are copied to the host inside the worker's task). Nothing passes through the client.
+
+The small records (scalars, profiles) are buffered on ``rank0`` and appended in blocks: one resize
+and one write per array for many records instead of per step. ``rank0`` commits the store
+(:func:`daskflow.io.store.commit`: what readers see) after every field snapshot, slice record and
+checkpoint, when :data:`FLUSH_RECORDS` records or :data:`FLUSH_SECONDS` have gone by, and at the end
+of every run segment (:meth:`Output.finish`). A checkpoint is written only from a finite state.
 """
 
 from __future__ import annotations
+
+import contextlib
+import time
 
 import numpy as np
 import zarr
@@ -48,19 +57,50 @@ def flow_scalars(stepper, state, nu: float) -> dict:
             "kinetic_energy": sums[2] / (area * grid.lengths[2])}
 
 
+FLUSH_RECORDS = 256  # buffered scalars/profiles records appended in one block
+FLUSH_SECONDS = 5.0  # ... or this often, so a live run can be watched
+
+
 class StoreError(RuntimeError):
     """Writing the run's store failed (disk full, permissions, store removed)."""
+
+
+class NonFiniteState(RuntimeError):
+    """The flow is no longer finite: no checkpoint is written from it."""
+
+
+def last_checkpoint(path: str) -> str:
+    """What a restart of ``path`` would start from, in words."""
+    try:
+        slot = store.current_slot(path)
+        clock = None if slot is None else store.read_clock(path, slot)
+    except (OSError, ValueError, KeyError):
+        return "the store cannot be read"
+    return "no checkpoint was written yet" if clock is None else f"the checkpoint of step {clock['step']} is kept"
+
+
+@contextlib.contextmanager
+def store_errors(path: str, step: int):
+    """Turn an ``OSError`` of the store into a :class:`StoreError` naming the store, the step and
+    what a restart would start from."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreError(f"output store {path!r} failed at step {step} ({exc}); {last_checkpoint(path)}: free space "
+                         "or fix the store, then restart") from exc
 
 
 class Output:
     def __init__(self, path: str, every: dict, nu: float) -> None:
         self.path, self.every, self.nu = path, every, nu
         self._root = None
+        self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}
+        self._flushed = time.monotonic()
 
     @property
     def root(self):
         if self._root is None:
-            self._root = zarr.open_group(self.path, mode="r+")
+            self._root = store.open_for_write(self.path)
         return self._root
 
     def _due(self, kind: str, step: int) -> bool:
@@ -68,14 +108,27 @@ class Output:
         return n > 0 and step % n == 0
 
     def __call__(self, stepper, state) -> None:
-        try:
+        with store_errors(self.path, state.step):
             self._write_due(stepper, state)
-        except OSError as exc:
-            slot = store.current_slot(self.path)
-            last = "none" if slot is None else f"step {store.read_clock(self.path, slot)['step']}"
-            raise StoreError(f"output store {self.path!r} failed at step {state.step} ({exc}); the last complete "
-                             f"checkpoint ({last}) is intact: free space or fix the store, then restart from it"
-                             ) from exc
+            if stepper.domain.rank0 and (sum(map(len, self._pending.values())) >= FLUSH_RECORDS
+                                         or time.monotonic() - self._flushed >= FLUSH_SECONDS):
+                self.flush()
+
+    def flush(self, commit: bool = False) -> None:
+        """Append the buffered records and commit the store when there were any, or when ``commit``
+        (``rank0`` only: the other participants buffer nothing)."""
+        if not (commit or any(self._pending.values())):
+            return
+        for name, records in self._pending.items():
+            store.append_records(self.root[name], records)
+            records.clear()
+        store.commit(self.path)
+        self._flushed = time.monotonic()
+
+    def finish(self, step: int) -> None:
+        """End of a run segment: everything written is committed."""
+        with store_errors(self.path, step):
+            self.flush()
 
     def _write_due(self, stepper, state) -> None:
         step = state.step
@@ -95,7 +148,7 @@ class Output:
     def scalars(self, stepper, state) -> None:
         values = flow_scalars(stepper, state, self.nu)
         if stepper.domain.rank0:
-            store.append(self.root["scalars"], {"time": state.time, "step": state.step, **values})
+            self._pending["scalars"].append({"time": state.time, "step": state.step, **values})
 
     def profiles(self, stepper, state) -> None:
         domain, grid = stepper.domain, stepper.grid
@@ -116,8 +169,8 @@ class Output:
             sums[row, z] = to_numpy(terms[name].sum(axis=(0, 1)))
         sums = domain.allreduce_array(sums) / (grid.shape[0] * grid.shape[1])
         if domain.rank0:
-            store.append(self.root["profiles"], {"time": state.time, "step": state.step,
-                                                 **dict(zip(names, sums, strict=True))})
+            self._pending["profiles"].append({"time": state.time, "step": state.step,
+                                              **dict(zip(names, sums, strict=True))})
 
     def fields(self, stepper, state) -> None:
         domain = stepper.domain
@@ -127,11 +180,13 @@ class Output:
             group["time"][index] = state.time
             group["step"][index] = state.step
         domain.barrier()  # the time axis has grown before anyone writes into it
-        group = zarr.open_group(self.path, mode="r+")["fields"]  # fresh metadata after the resize
+        group = store.open_for_write(self.path)["fields"]  # fresh metadata after the resize
         index = group["time"].shape[0] - 1
         for name in store.FIELD_DIMS:
             group[name][(index, *domain.region)] = to_numpy(getattr(state, name))
         domain.barrier()
+        if domain.rank0:  # every pencil of the snapshot is written: readers may see it
+            self.flush(commit=True)
 
     def slices(self, stepper, state) -> None:
         """Planes of every field at the chosen cell centres; each participant writes its part."""
@@ -145,7 +200,7 @@ class Output:
                 group["step"][index] = state.step
         padded = domain.pad_velocity([state.u, state.v, state.w])  # collective: on every participant
         domain.barrier()
-        root = zarr.open_group(self.path, mode="r+")["slices"]
+        root = store.open_for_write(self.path)["slices"]
         for axis_name, planes in self.every["slices"].items():
             axis = "xyz".index(axis_name)
             group = root[axis_name]
@@ -161,17 +216,27 @@ class Output:
                     target[axis] = n
                     group[name][(index, *target)] = to_numpy(value)
         domain.barrier()
+        if domain.rank0:
+            self.flush(commit=True)
 
     def checkpoint(self, stepper, state) -> None:
+        """Write the state into the other slot and make it current. Refused (``NonFiniteState``, on
+        every participant) when any value is NaN or infinite: the slots keep the last finite state."""
         domain = stepper.domain
+        finite = all(bool(array_module(a).isfinite(a).all()) for a in (state.u, state.v, state.w, state.p))
+        if domain.allreduce(0.0 if finite else 1.0, "max") > 0.0:  # one small round, on checkpoint steps only
+            raise NonFiniteState(f"the flow is no longer finite at step {state.step}: no checkpoint is written; "
+                                 f"{last_checkpoint(self.path)}")
         slot = store.next_slot(self.path)
         if domain.rank0:
             store.prepare_slot(self.root["checkpoint"], slot, stepper.grid.shape,
-                               store.aligned_chunks(domain.pencil_chunks), state.u.dtype, self.every["compression"])
+                               store.checkpoint_chunks(domain.pencil_chunks), state.u.dtype, self.every["compression"])
+            self.flush(commit=True)  # the records up to this step (and the new slot) are committed first
         domain.barrier()
-        group = zarr.open_group(self.path, mode="r+")["checkpoint"][slot]
-        for name in store.FIELD_DIMS:
-            group[name][domain.region] = to_numpy(getattr(state, name))
+        group = store.open_for_write(self.path)["checkpoint"][slot]
+        with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk on disk: a missing one is damage
+            for name in store.FIELD_DIMS:
+                group[name][domain.region] = to_numpy(getattr(state, name))
         domain.barrier()  # every pencil of the slot is on disk
         if domain.rank0:
             store.commit_checkpoint(self.path, slot, {"time": state.time, "step": state.step, "dt": state.dt,

@@ -15,9 +15,20 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
   planes for an x cut); components staggered along the cut axis are averaged to the plane;
 * ``checkpoint``: two slots ``a`` and ``b`` holding ``u, v, w, p`` and the clock in attributes; the
   file ``checkpoint/CURRENT`` names the slot of the latest *complete* checkpoint. A checkpoint is
-  written into the other slot and the name is switched by an atomic rename afterwards, so a crash
-  at any instant leaves the previous checkpoint intact. On fsspec URLs (object stores) the name is
-  the ``current`` attribute of the ``checkpoint`` group, replaced in one write.
+  written into the other slot (whose clock is removed first) and the name is switched by an atomic
+  rename after its files are synced to disk, so a crash at any instant leaves the previous
+  checkpoint intact. On fsspec URLs (object stores) the name is the ``current`` attribute of the
+  ``checkpoint`` group, replaced in one write. Every checkpoint chunk carries a CRC32C checksum;
+  :func:`read_checkpoint` verifies them and that no chunk is missing, and falls back to the other
+  slot when the current one is damaged.
+
+**What readers see.** The store's metadata is consolidated at its root, and the consolidated copy
+is the *committed* view: a record (scalars, profiles, a field snapshot, slices) is written into the
+arrays first and becomes visible only when the writer consolidates again (:func:`commit`), after
+all of its arrays hold it. ``xarray.open_zarr(store, group=...)`` and ``zarr.open_group`` read that
+view, so a store killed at any instant opens with the records committed before the kill, every
+time dimension consistent. Writers open the live arrays with :func:`open_for_write`; a restart
+drops whatever lies beyond the committed length (:func:`truncate_after`).
 
 ``output.shards: auto`` stores each snapshot as one shard per pencil (even splits), which keeps the
 object count low on object stores; chunks inside a shard stay small for reading.
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +80,7 @@ def aligned_chunks(pencil_chunks: tuple, pieces: int = 8) -> tuple[int, int]:
 def check_alignment(path: str, pencil_chunks: tuple) -> None:
     """Refuse a decomposition whose pencils would share Zarr chunks of the store's field snapshots
     (checkpoints are re-chunked for the writer's decomposition at every write)."""
-    chunks = zarr.open_group(path, mode="r")["fields"]["u"].chunks[1:]
+    chunks = _committed(path)["fields"]["u"].chunks[1:]
     for axis, sizes in ((1, pencil_chunks[1]), (2, pencil_chunks[2])):
         if any(size % chunks[axis] for size in sizes):
             raise ValueError(f"config solver.pencils: pencils of sizes {list(sizes)} along {'xyz'[axis]} do not tile "
@@ -76,19 +88,42 @@ def check_alignment(path: str, pencil_chunks: tuple) -> None:
                              f"multiples of {chunks[axis]}")
 
 
+def checkpoint_chunks(pencil_chunks: tuple) -> tuple[int, int]:
+    """Chunks of a checkpoint slot: one per pencil (the pencils' common divisor for uneven splits).
+    Slots are re-chunked for whichever decomposition writes them, so nothing else constrains them,
+    and few large chunks keep a checkpoint's writes, syncs and checksums cheap."""
+    return aligned_chunks(pencil_chunks, pieces=1)
+
+
 def coordinates(grid: Grid) -> dict[str, np.ndarray]:
     return {"x": grid.xc, "y": grid.yc, "z": grid.zc, "xf": grid.xf[1:], "yf": grid.yf[1:], "zf": grid.zf[1:]}
 
 
-def _compressors(compression: str):
-    return zarr.codecs.ZstdCodec(level=3) if compression == "zstd" else None
+def _compressors(compression: str, checksum: bool = False) -> list:
+    """Bytes-to-bytes codecs: zstd when asked, then a CRC32C of the stored bytes (checkpoints)."""
+    codecs = [zarr.codecs.ZstdCodec(level=3)] if compression == "zstd" else []
+    return [*codecs, zarr.codecs.Crc32cCodec()] if checksum else codecs
+
+
+def open_for_write(path: str):
+    """The root group with the live (not the committed) metadata, for the run's writers."""
+    return zarr.open_group(path, mode="r+", use_consolidated=False)
+
+
+def commit(path: str) -> None:
+    """Make everything written so far visible to readers: consolidate the metadata at the root (one
+    atomic write of the root ``zarr.json``). Only one writer commits: the run's first participant,
+    or the client outside a run."""
+    with warnings.catch_warnings():  # zarr notes that consolidation is not in the v3 spec yet, and that
+        warnings.simplefilter("ignore")  # checkpoint/CURRENT is not a zarr node
+        zarr.consolidate_metadata(path)
 
 
 def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str) -> None:
     """Create the store (fails if ``path`` exists: a run never overwrites earlier output)."""
     if exists(path):
         raise ValueError(f"config output.store: {path!r} already exists; choose a new store or restart from it")
-    root = zarr.open_group(path, mode="w-")
+    root = zarr.open_group(path, mode="w-", use_consolidated=False)
     root.attrs.update({"config": config, "daskflow_version": version,
                        "grid": {"shape": list(grid.shape), "lengths": list(grid.lengths),
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
@@ -141,17 +176,32 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                                    dimension_names=["time", *dims], compressors=compressors)
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
-        prepare_slot(checkpoint, slot, grid.shape, (y_chunk, z_chunk), dtype, config["output"]["compression"])
+        prepare_slot(checkpoint, slot, grid.shape, checkpoint_chunks(pencil_chunks), dtype,
+                     config["output"]["compression"])
+    commit(path)
 
 
 def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) -> None:
-    """(Re)create the arrays of checkpoint ``slot`` with chunks tiling the writer's pencils, so any
-    decomposition can write a checkpoint (only the other, non-current slot is ever touched)."""
+    """Make checkpoint ``slot`` ready for a new checkpoint: its clock goes first (a slot without a
+    clock is never read, so one left half-written by a crash cannot pass for the checkpoint it
+    replaced), then its arrays are (re)created with chunks tiling the writer's pencils, unless they
+    already have that layout (the new checkpoint rewrites every chunk). Only the other, non-current
+    slot is ever touched."""
     group = checkpoint.require_group(slot)
+    if "clock" in group.attrs:
+        del group.attrs["clock"]
     nx, ny, nz = shape
+    codecs = _compressors(compression, checksum=True)
     for name in FIELD_DIMS:
-        group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype,
-                           compressors=_compressors(compression), overwrite=True)
+        if name in group and _same_layout(group[name], (nx, ny, nz), (nx, *chunks), dtype, codecs):
+            continue
+        group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype, compressors=codecs,
+                           overwrite=True)
+
+
+def _same_layout(array, shape, chunks, dtype, codecs) -> bool:
+    return (array.shape == tuple(shape) and array.chunks == tuple(chunks) and array.dtype == np.dtype(dtype)
+            and tuple(array.compressors) == tuple(codecs))
 
 
 def slice_planes(grid: Grid, axis: int, planes) -> np.ndarray:
@@ -165,13 +215,16 @@ def _time_axis(group) -> None:
     group.create_array("step", shape=(0,), chunks=(4096,), dtype="i8", dimension_names=["time"])
 
 
-def append(group, values: dict) -> None:
-    """Append one record along ``time`` to every array of ``values`` (one writer: the caller)."""
-    for name, value in values.items():
+def append_records(group, records: list[dict]) -> None:
+    """Append ``records`` (dicts of the same names) along ``time`` to the group's live arrays, one
+    resize and one write per array (one writer: the caller; visible after :func:`commit`)."""
+    if not records:
+        return
+    n = group["time"].shape[0]
+    for name in records[0]:
         array = group[name]
-        n = array.shape[0]
-        array.resize((n + 1, *array.shape[1:]))
-        array[n] = value
+        array.resize((n + len(records), *array.shape[1:]))
+        array[n:] = np.stack([np.asarray(record[name]) for record in records])
 
 
 def grow_time(group, names) -> int:
@@ -205,66 +258,215 @@ def _pointer(path: str) -> Path:
 
 
 def current_slot(path: str) -> str | None:
-    """Slot of the latest complete checkpoint, or ``None``."""
+    """Slot of the latest complete checkpoint as the pointer names it, or ``None`` (no pointer, or
+    one that names no slot: :func:`read_checkpoint` then looks at both slots)."""
     if not is_local(path):
-        return zarr.open_group(path, mode="r")["checkpoint"].attrs.get("current")
-    pointer = _pointer(path)
-    return pointer.read_text().strip() if pointer.exists() else None
+        slot = zarr.open_group(path, mode="r", use_consolidated=False)["checkpoint"].attrs.get("current")
+    else:
+        pointer = _pointer(path)
+        slot = pointer.read_text(errors="replace").strip() if pointer.exists() else None
+    return slot if slot in SLOTS else None
 
 
 def next_slot(path: str) -> str:
+    """The slot the next checkpoint overwrites: never the current one (nor, without a pointer,
+    the one with the later clock)."""
     current = current_slot(path)
+    if current is None:
+        steps = {slot: (_quiet_clock(path, slot) or {}).get("step", -1) for slot in SLOTS}
+        return min(SLOTS, key=steps.__getitem__)
     return SLOTS[0] if current != SLOTS[0] else SLOTS[1]
 
 
+def sync_to_disk(directory: Path) -> None:
+    """``fsync`` every file under ``directory`` and the directories themselves, so what a pointer
+    is about to name has reached the disk before the pointer moves."""
+    for folder, _, files in os.walk(directory):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _sync_directory(folder)
+
+
+def _sync_directory(folder) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def commit_checkpoint(path: str, slot: str, clock: dict) -> None:
-    """Record the clock in ``slot`` and make it current by an atomic rename (after every pencil of
-    the slot is written)."""
-    group = zarr.open_group(path, mode="r+")["checkpoint"][slot]
+    """Record the clock in ``slot`` and make it current (after every pencil of the slot is written):
+    on a local store the slot's files are synced to disk, then the pointer is replaced by an atomic
+    rename and its folder synced."""
+    group = open_for_write(path)["checkpoint"][slot]
     group.attrs.update({"clock": clock})
     if os.environ.get("DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP") == str(clock["step"]):
         os.kill(os.getpid(), 9)  # test hook: die after the data, before the switch
-    if not is_local(path):  # object stores replace a small object in one PUT
-        zarr.open_group(path, mode="r+")["checkpoint"].attrs.update({"current": slot})
+    if is_local(path):
+        sync_to_disk(_pointer(path).parent / slot)
+    set_current(path, slot)
+
+
+def set_current(path: str, slot: str) -> None:
+    """Point the store at ``slot`` (an atomic rename on a local store, synced; one PUT on an
+    object store)."""
+    if not is_local(path):
+        open_for_write(path)["checkpoint"].attrs.update({"current": slot})
         return
     pointer = _pointer(path)
     tmp = pointer.with_suffix(".tmp")
-    tmp.write_text(slot)
+    with open(tmp, "w") as f:
+        f.write(slot)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, pointer)
+    _sync_directory(pointer.parent)
 
 
-def read_clock(path: str, slot: str) -> dict:
-    return dict(zarr.open_group(path, mode="r")["checkpoint"][slot].attrs["clock"])
+class CheckpointError(ValueError):
+    """No intact checkpoint in a store: the message names the store, the slots and the broken files."""
+
+
+def read_clock(path: str, slot: str) -> dict | None:
+    """The clock of ``slot``, or ``None`` for a slot never completed (or being rewritten)."""
+    clock = zarr.open_group(path, mode="r", use_consolidated=False)["checkpoint"][slot].attrs.get("clock")
+    return None if clock is None else dict(clock)
 
 
 def read_checkpoint(path: str) -> tuple[dict, dict]:
-    """``(fields, clock)`` of the latest complete checkpoint (host arrays)."""
-    slot = current_slot(path)
-    if slot is None:
-        raise ValueError(f"store {path!r} holds no complete checkpoint to restart from")
-    group = zarr.open_group(path, mode="r")["checkpoint"][slot]
-    return {name: group[name][...] for name in FIELD_DIMS}, dict(group.attrs["clock"])
+    """``(fields, clock)`` of the latest intact checkpoint (host arrays). The slot the pointer names
+    is verified (every chunk present, every checksum right); when it is damaged, the other slot is
+    read instead and ``clock["fallback"]`` says why. ``clock["slot"]`` names the slot used."""
+    current = current_slot(path)
+    if current is None and not any(_quiet_clock(path, slot) for slot in SLOTS):
+        raise CheckpointError(f"store {path!r} holds no complete checkpoint to restart from")
+    order = [current, *(s for s in SLOTS if s != current)] if current else _newest_first(path)
+    problems = []
+    for slot in order:
+        try:
+            fields, clock = _read_slot(path, slot)
+        except (CheckpointError, OSError, ValueError, KeyError) as exc:
+            problems.append(f"slot {slot}: {exc}")
+            continue
+        clock["slot"] = slot
+        if problems:
+            clock["fallback"] = "; ".join(problems)
+        return fields, clock
+    raise CheckpointError(f"store {path!r} holds no intact checkpoint ({'; '.join(problems)})")
+
+
+def clear_slot(path: str, slot: str, like: str) -> None:
+    """Replace a damaged ``slot`` by empty arrays laid out like slot ``like`` (no clock: it is never
+    read before the next checkpoint fills it), so the store's metadata reads again."""
+    from zarr.core.sync import sync
+
+    checkpoint = open_for_write(path)["checkpoint"]
+    sync(checkpoint.store_path.store.delete_dir(f"{checkpoint.path}/{slot}"))
+    model = checkpoint[like]["u"]
+    codecs = [codec for codec in model.compressors if isinstance(codec, zarr.codecs.ZstdCodec)]
+    prepare_slot(checkpoint, slot, model.shape, model.chunks[1:], model.dtype, "zstd" if codecs else "none")
+
+
+def has_checkpoint(path: str) -> bool:
+    """Whether ``path`` exists and a slot was ever completed (intact or not: :func:`read_checkpoint`
+    verifies)."""
+    return exists(path) and (current_slot(path) is not None or any(_quiet_clock(path, slot) for slot in SLOTS))
+
+
+def missing_slices(path: str, slices: dict) -> list[str]:
+    """The slice axes of ``slices`` (``output.slices``) that the store has no group for."""
+    root = _committed(path)
+    have = set(root["slices"].group_keys()) if "slices" in root else set()
+    return sorted(set(slices or {}) - have)
+
+
+def _quiet_clock(path: str, slot: str) -> dict | None:
+    try:
+        return read_clock(path, slot)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _newest_first(path: str) -> list[str]:
+    """Both slots, the one with the later clock first (when the pointer is missing or damaged)."""
+    steps = {slot: (_quiet_clock(path, slot) or {}).get("step", -1) for slot in SLOTS}
+    return sorted(SLOTS, key=lambda slot: -steps[slot])
+
+
+def _read_slot(path: str, slot: str) -> tuple[dict, dict]:
+    """Read and verify one slot; errors name the file that is missing or damaged."""
+    from zarr.core.sync import sync
+
+    where = f"{str(path).rstrip('/')}/checkpoint/{slot}"
+    try:
+        group = zarr.open_group(path, mode="r", use_consolidated=False)["checkpoint"][slot]
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{where}/zarr.json cannot be read ({type(exc).__name__}: {exc})") from exc
+    clock = group.attrs.get("clock")
+    if clock is None:
+        raise CheckpointError(f"{where} was never completed (no clock)")
+    fields = {}
+    for name in FIELD_DIMS:
+        try:
+            array = group[name]
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{where}/{name}/zarr.json cannot be read ({type(exc).__name__})") from exc
+        out = np.empty(array.shape, dtype=array.dtype)
+        for index in np.ndindex(*array.cdata_shape):
+            key = array.metadata.encode_chunk_key(index)
+            if not sync(array.store_path.store.exists(f"{array.path}/{key}")):
+                raise CheckpointError(f"{where}/{name}/{key} is missing")
+            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, array.chunks, array.shape,
+                                                                                  strict=True))
+            try:
+                out[region] = array[region]
+            except Exception as exc:  # a checksum mismatch, a truncated or undecodable chunk
+                raise CheckpointError(f"{where}/{name}/{key} is damaged ({type(exc).__name__}: {exc})") from exc
+        fields[name] = out
+    return fields, dict(clock)
+
+
+def _committed(path: str):
+    """The committed view (the consolidated metadata readers see)."""
+    return zarr.open_group(path, mode="r")
+
+
+def time_groups(root) -> list[str]:
+    """Paths of the groups that grow along ``time`` (fields, profiles, scalars, slices/x|y|z)."""
+    paths = [name for name in ("fields", "profiles", "scalars") if name in root]
+    if "slices" in root:
+        paths += [f"slices/{axis}" for axis in sorted(root["slices"].group_keys())]
+    return paths
 
 
 def truncate_after(path: str, step: int) -> None:
-    """Drop time records written after ``step`` (what a crashed run wrote past its checkpoint), so
-    a restart neither loses nor duplicates records."""
-    root = zarr.open_group(path, mode="r+")
-    for name in ("fields", "profiles", "scalars"):
-        group = root[name]
-        steps = group["step"][...]
+    """Drop the time records after ``step`` and any record that was never committed (what a crashed
+    run wrote past its checkpoint, or half-wrote), so a restart neither loses, duplicates nor trusts
+    a torn record; then commit."""
+    committed, live = _committed(path), open_for_write(path)
+    for name in time_groups(committed):
+        n = committed[name]["time"].shape[0]
+        steps = live[name]["step"][:n]  # committed records are complete and in step order
         keep = int(np.searchsorted(steps, step, side="right"))
+        group = live[name]
         for array_name in group.array_keys():
             array = group[array_name]
             if array.metadata.dimension_names and array.metadata.dimension_names[0] == "time":
                 array.resize((keep, *array.shape[1:]))
+    commit(path)
 
 
 def record_exchanges(path: str, comm: str, workers: int) -> None:
     """Note in the store which transport carried the pencils' exchanges (``cluster.comm`` as
     resolved on the cluster: ``auto`` becomes ``nccl`` or ``mailbox``) and over how many workers;
     a restart on another cluster records its own."""
-    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers}})
+    open_for_write(path).attrs.update({"exchanges": {"comm": comm, "workers": workers}})
+    commit(path)
 
 
 def root_config(path: str) -> dict:

@@ -112,6 +112,8 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
 
     def body(stepper, state, domain):
         advance(plan.time, stepper, state, steps, until, after_step)
+        if writer is not None:
+            writer.finish(state.step)
         return _pencil(state, domain)
 
     return _on_worker(plan, run_id, workers, pencil, body, comm)

@@ -1,18 +1,45 @@
 """Clusters for a run, from the ``cluster`` configuration section.
 
-``kind``: ``auto`` (the embedded default: a ``LocalCUDACluster`` with UCX when GPUs and dask-cuda
-are present, else a ``LocalCluster``), ``none`` (in process), ``local``, ``local-cuda``, ``slurm`` and
-``pbs`` (dask-jobqueue, dask-cuda GPU workers), ``address`` (a running scheduler) or
-``scheduler-file`` (a scheduler started in the same allocation, see ``deploy/``). Every worker
-count defaults to one worker per pencil (with ``solver.pencils: auto``: :func:`default_workers`).
-Dashboards bind to localhost unless configured otherwise;
-``tls`` (CA, certificate and key files) secures every connection.
+``kind``: ``auto`` (the embedded default: a ``LocalCUDACluster`` when GPUs and dask-cuda are present,
+else a ``LocalCluster``), ``none`` (in process), ``local``, ``local-cuda``, ``slurm`` and ``pbs``
+(dask-jobqueue, dask-cuda GPU workers), ``address`` (a running scheduler) or ``scheduler-file`` (a
+scheduler started in the same allocation, see ``deploy/``). Every worker count defaults to one worker
+per pencil (with ``solver.pencils: auto``: :func:`default_workers`).
+
+Security. Whoever reaches a Dask scheduler can run code on its workers, and on a shared host every
+user reaches its loopback ports. ``cluster.tls`` decides (:func:`security_for`):
+
+- ``null`` (the default): the embedded cluster (``auto``, ``local``, ``local-cuda``) uses TLS with a
+  temporary self-signed certificate (``Security.temporary()``, held in memory by this process, its
+  client and its workers), so only this process's client and workers are let in; clusters found or
+  submitted elsewhere (``address``, ``scheduler-file``, ``slurm``, ``pbs``) get no certificates.
+- ``{ca_file, cert, key}`` (PEM files): TLS with these files for every kind; a client or worker
+  without a certificate of that CA is refused. ``daskflow jobscript`` puts them on the worker command.
+- ``false``: plain TCP (or UCX), asked for explicitly, no warning.
+
+UCX cannot carry TLS. ``protocol: auto`` therefore takes TLS whenever there are certificates (and
+the pencils of a GPU run without NCCL then travel over TLS instead of UCX); UCX is used only with
+``cluster.tls: false`` (``auto`` picks it as before) or where ``cluster.protocol`` names it. An
+embedded cluster with ``protocol: ucx`` or ``tcp`` named and ``tls`` left at its default runs
+unsecured, with a warning that says so; ``protocol: ucx`` or ``tcp`` with ``tls`` files is a
+configuration error, and so is ``protocol: tls`` with ``tls: false``.
+
+Dashboards bind to ``cluster.dashboard_address`` (``127.0.0.1:0`` by default); the workers of the
+embedded cluster serve their HTTP endpoints (``/metrics``, ``/health``) on their own address, which
+is loopback too. With TLS every one of these HTTP servers this process starts (the scheduler's in
+this process, the workers' through their nannies' configuration) serves HTTPS only, with the
+cluster's certificate: a temporary one is written for them into a private directory (mode 0700)
+that is removed when the cluster closes. The certificate names ``dask-internal``, so a browser asks
+once before it opens the dashboard link. HTTPS keeps the pages private on the wire; it does not ask
+the browser for a certificate, so any local user can still read the dashboard (not run code).
+Pencil exchanges that bypass Dask's comms (NCCL, ``cluster.comm: ucx``) are not covered by TLS.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import warnings
 
 from daskflow.backend import cupy_or_none
 
@@ -84,25 +111,43 @@ def _worker_prologue() -> list[str]:
     return [f"export {name}={value}" for name, value in WORKER_MALLOC.items()]
 
 
-def _security(section: dict):
-    if not section.get("tls"):
-        return None
+EMBEDDED = ("auto", "local", "local-cuda")  # the kinds whose whole cluster this process starts and owns
+
+
+def security_for(section: dict, protocol: str | None = None):
+    """The ``distributed.Security`` of a cluster (``None``: no TLS), see the module docstring.
+    ``protocol``: what :func:`protocol_for` chose for a cluster daskflow starts (``None`` for one it
+    connects to)."""
     from distributed.security import Security
 
-    tls = section["tls"]
-    return Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                    tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"], tls_worker_cert=tls["cert"],
-                    tls_worker_key=tls["key"], require_encryption=True)
+    tls = section.get("tls")
+    if tls:
+        return Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
+                        tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"], tls_worker_cert=tls["cert"],
+                        tls_worker_key=tls["key"], require_encryption=True)
+    if protocol != "tls":
+        return None
+    if tls is None and section["kind"] in EMBEDDED:
+        return Security.temporary()  # needs cryptography (a dependency)
+    raise ValueError(f"config cluster.protocol: 'tls' for cluster.kind {section['kind']!r} needs cluster.tls "
+                     "(ca_file, cert, key)")
 
 
 def protocol_for(section: dict, gpu: bool) -> str:
-    """Dask's own comms: ``cluster.protocol``, or for ``auto`` UCX only where pencils travel through
-    them (GPU workers with ``cluster.comm: mailbox``). With NCCL exchanges Dask carries only control
-    messages, and UCX's progress loop then costs the GPU tasks the GIL: a (4, 1) channel step over
-    NCCL took 75 ms with TCP and 119 ms with UCX on 4 x H100 (``docs/performance.md``)."""
-    if section["protocol"] != "auto":
-        return section["protocol"]
-    if section.get("tls"):
+    """Dask's own comms: ``cluster.protocol``, or for ``auto`` TLS where there are certificates (files in
+    ``cluster.tls``, or the embedded cluster's temporary one), else UCX only where pencils travel
+    through Dask's comms (GPU workers with ``cluster.comm: mailbox``). With NCCL exchanges Dask carries
+    only control messages, and UCX's progress loop then costs the GPU tasks the GIL: a (4, 1) channel
+    step over NCCL took 75 ms with TCP and 119 ms with UCX on 4 x H100 (``docs/performance.md``)."""
+    protocol, tls = section["protocol"], section.get("tls")
+    if protocol != "auto":
+        if tls and protocol != "tls":
+            raise ValueError(f"config cluster.protocol: {protocol!r} cannot carry TLS, which cluster.tls asks for; "
+                             "use tls or auto (or cluster.tls: false)")
+        if tls is False and protocol == "tls":
+            raise ValueError("config cluster.protocol: 'tls' contradicts cluster.tls: false")
+        return protocol
+    if tls or (tls is None and section["kind"] in EMBEDDED):
         return "tls"
     from daskflow.pencils import nccl
 
@@ -111,13 +156,72 @@ def protocol_for(section: dict, gpu: bool) -> str:
     return "ucx" if gpu and pencils_through_dask and importlib.util.find_spec("distributed_ucxx") else "tcp"
 
 
+def _warn_if_unsecured(section: dict, protocol: str) -> None:
+    """An embedded cluster without TLS that the configuration did not ask for in so many words."""
+    if section["kind"] in EMBEDDED and section.get("tls") is None and protocol != "tls":
+        warnings.warn(f"daskflow: cluster.protocol {protocol} carries no TLS: any user of this host can connect to "
+                      "the embedded cluster and run code on its workers. cluster.protocol auto or tls secures it; "
+                      "cluster.tls: false runs it unsecured without this warning", UserWarning, stacklevel=4)
+
+
+DASHBOARD_TLS = "distributed.scheduler.dashboard.tls"  # read by every HTTP server distributed starts
+
+
+@contextlib.contextmanager
+def https_dashboards(section: dict, security):
+    """While open, the HTTP servers distributed starts in this process (the scheduler's dashboard) and in
+    the worker processes of nannies created here (``/metrics``, ``/health``, a worker's dashboard) serve
+    HTTPS only, with the cluster's certificate, and ``dashboard_link`` says ``https``. A temporary
+    certificate is written for them into a private directory, removed on exit. Nothing without TLS."""
+    if security is None:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    import dask
+
+    tls = section.get("tls")
+    directory = None
+    try:
+        if tls:
+            cert, key = tls["cert"], tls["key"]
+        else:
+            directory = tempfile.mkdtemp(prefix="daskflow-tls-")  # mode 0700
+            cert, key = (_write_private(directory, name, text) for name, text in
+                         (("cert.pem", security.tls_scheduler_cert), ("key.pem", security.tls_scheduler_key)))
+        with dask.config.set({f"{DASHBOARD_TLS}.cert": cert, f"{DASHBOARD_TLS}.key": key}):
+            yield
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _write_private(directory: str, name: str, text: str) -> str:
+    import os
+
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+    return path
+
+
 def _jobqueue_kwargs(section: dict, kind: str) -> dict:
-    """dask-jobqueue arguments: one dask-cuda worker per GPU of each node, UCX between them."""
+    """dask-jobqueue arguments: one dask-cuda worker per GPU of each node, Dask's comms on
+    :func:`protocol_for` (TLS with ``cluster.tls`` files, whose security dask-jobqueue puts on the
+    worker command)."""
     gpus = section["gpus_per_node"]
+    prologue = _worker_prologue()
+    if section.get("tls"):  # the workers' HTTP endpoints over HTTPS too (Dask reads DASK_* config variables)
+        import shlex
+
+        prologue += [f"export DASK_{DASHBOARD_TLS.upper().replace('.', '__')}__{part.upper()}="
+                     f"{shlex.quote(section['tls'][part])}" for part in ("cert", "key")]
     kwargs = {"queue": section["queue"], "account": section["account"], "walltime": section["walltime"],
               "cores": section["cores"], "memory": section["memory"], "processes": gpus,
               "job_extra_directives": list(section["job_extra_directives"]),
-              "job_script_prologue": _worker_prologue(),
+              "job_script_prologue": prologue,
               "worker_command": "dask_cuda.cli",
               "protocol": protocol_for(section, True),
               "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
@@ -129,7 +233,8 @@ def _jobqueue_kwargs(section: dict, kind: str) -> dict:
 
 
 def job_script(section: dict) -> str:
-    """The batch script dask-jobqueue submits for one node of workers (nothing is started)."""
+    """The batch script dask-jobqueue submits for one node of workers (nothing is started); with
+    ``cluster.tls`` files its worker command carries ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``."""
     kind = section["kind"]
     if kind not in ("slurm", "pbs"):
         raise ValueError(f"config cluster.kind: job scripts exist for slurm and pbs, got {kind!r}")
@@ -141,7 +246,9 @@ def job_script(section: dict) -> str:
     job = {"slurm": SLURMJob, "pbs": PBSJob}[kind]
     kwargs = _jobqueue_kwargs(section, kind)
     kwargs.pop("scheduler_options")
-    return job(scheduler="tcp://SCHEDULER-ADDRESS:8786", name="daskflow-worker", **kwargs).job_script()
+    protocol = kwargs["protocol"]
+    return job(scheduler=f"{protocol}://SCHEDULER-ADDRESS:8786", name="daskflow-worker",
+               security=security_for(section, protocol), **kwargs).job_script()
 
 
 DEFAULT_CPU_WORKERS = 8  # at most this many CPU workers for pencils: auto (one per core below that)
@@ -182,11 +289,11 @@ def default_workers(section: dict) -> int:
 
 @contextlib.contextmanager
 def start(section: dict, workers: int):
-    """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``)."""
+    """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``), holding the
+    cluster's ``Security`` (``client.security``; the temporary certificate of an embedded cluster)."""
     from distributed import Client
 
     kind = section["kind"]
-    security = _security(section)
     if kind == "none":
         yield None
         return
@@ -195,36 +302,40 @@ def start(section: dict, workers: int):
             target = {"address": section["address"]}
         else:
             target = {"scheduler_file": section["scheduler_file"]}
-        with Client(**target, security=security) as client:
+        with Client(**target, security=security_for(section)) as client:
             yield client
         return
     n = section["workers"] or workers
     gpu = _uses_gpus(section)
-    if kind in ("slurm", "pbs"):
-        import dask_jobqueue
-
-        cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
-        cluster = cls(**_jobqueue_kwargs(section, kind), security=security)
-        cluster.scale(n)
-    elif gpu:
-        from dask_cuda import LocalCUDACluster
-
-        options = {}
-        if section["rmm_pool_size"]:
-            options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
-        with worker_environment():
-            cluster = LocalCUDACluster(n_workers=n, protocol=protocol_for(section, True), security=security,
-                                       dashboard_address=section["dashboard_address"], **options)
-    else:
-        from distributed import LocalCluster
-
-        with worker_environment():
-            cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
-                                   protocol=protocol_for(section, False), security=security,
-                                   dashboard_address=section["dashboard_address"])
-    with cluster, Client(cluster, security=security) as client:
+    protocol = protocol_for(section, gpu or kind in ("slurm", "pbs"))
+    security = security_for(section, protocol)
+    _warn_if_unsecured(section, protocol)
+    with https_dashboards(section, security):
         if kind in ("slurm", "pbs"):
-            client.wait_for_workers(n)
+            import dask_jobqueue
+
+            cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
+            cluster = cls(**_jobqueue_kwargs(section, kind), security=security)
+            cluster.scale(n)
+        elif gpu:
+            from dask_cuda import LocalCUDACluster
+
+            options = {}
+            if section["rmm_pool_size"]:
+                options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
+            with worker_environment():
+                cluster = LocalCUDACluster(n_workers=n, protocol=protocol, security=security,
+                                           dashboard_address=section["dashboard_address"], **options)
         else:
-            ignore_group_signals(client)
-        yield client
+            from distributed import LocalCluster
+
+            with worker_environment():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
+                                       protocol=protocol, security=security,
+                                       dashboard_address=section["dashboard_address"])
+        with cluster, Client(cluster, security=security) as client:
+            if kind in ("slurm", "pbs"):
+                client.wait_for_workers(n)
+            else:
+                ignore_group_signals(client)
+            yield client

@@ -231,8 +231,11 @@ def test_inviscid_energy_drift_is_the_rk3_error(case):
 
 
 def test_config_and_stepper_name_the_setting():
-    assert load({})["physics"]["advection"] == "divergence"
-    assert load({"physics": {"advection": "skew_symmetric"}})["physics"]["advection"] == "skew_symmetric"
+    assert load({"grid": {"shape": [8, 8, 8]},
+                 "physics": {"nu": 0.1, "forcing": {"kind": "none"}}})["physics"]["advection"] == "divergence"
+    assert load({"grid": {"shape": [8, 8, 8]},
+                 "physics": {"nu": 0.1, "forcing": {"kind": "none"}, "advection": "skew_symmetric"}}
+                )["physics"]["advection"] == "skew_symmetric"
     for bad in ("skew", "Divergence", None, 1):
         with pytest.raises(ValueError, match=r"physics\.advection: must be one of divergence, skew_symmetric"):
             load({"physics": {"advection": bad}})

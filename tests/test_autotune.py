@@ -113,7 +113,8 @@ def test_autotuner_on_a_local_cluster_and_its_cache(cache_dir, monkeypatch):
 
 
 def test_config_accepts_auto_and_names_bad_values():
-    cfg = load({"solver": {"pencils": "auto", "poisson": "auto"}})
+    cfg = load({"grid": {"shape": [8, 8, 8]}, "physics": {"nu": 0.1, "forcing": {"kind": "none"}},
+                "solver": {"pencils": "auto", "poisson": "auto"}})
     assert cfg["solver"]["pencils"] == "auto" and cfg["solver"]["poisson"] == "auto"
     assert cfg["solver"]["z_solve"] == "direct"
     for bad, setting, allowed in [({"pencils": "best"}, "solver.pencils", "auto or 2 positive integers"),

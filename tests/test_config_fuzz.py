@@ -1,4 +1,5 @@
-"""Fuzzing the configuration loader: any input is a valid configuration or a clean ValueError."""
+"""Fuzzing the configuration loader: any input, a dict or YAML text, is a valid configuration or a
+clean ValueError."""
 
 import copy
 
@@ -6,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daskflow.config import DEFAULTS, load
+from daskflow import config_input
+from daskflow.config import DEFAULTS, load, validate
 
 leaves = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
                    st.text(max_size=8), st.sampled_from(["PP", "NN", "DD", "ND", "DN", "channel", "z", "auto",
@@ -14,6 +16,7 @@ leaves = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floa
 values = st.recursive(leaves, lambda children: st.one_of(st.lists(children, max_size=4),
                                                          st.dictionaries(st.text(max_size=6), children, max_size=4)),
                       max_leaves=12)
+REQUIRED = {"grid": {"shape": [8, 8, 8]}, "physics": {"nu": 0.1, "forcing": {"kind": "none"}}}
 
 
 def _mutations():
@@ -23,9 +26,9 @@ def _mutations():
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(_mutations(), max_size=4), st.one_of(st.none(), values))
-def test_loader_never_raises_anything_but_value_error(mutations, junk):
-    cfg: dict = {}
+@given(st.lists(_mutations(), max_size=4), st.one_of(st.none(), values), st.booleans())
+def test_loader_never_raises_anything_but_value_error(mutations, junk, complete):
+    cfg: dict = copy.deepcopy(REQUIRED) if complete else {}  # the required keys given: deeper checks run
     for (section, key), value, add_junk_key, junk_key in mutations:
         cfg.setdefault(section, {})
         if isinstance(cfg[section], dict):
@@ -46,3 +49,23 @@ def test_loader_never_raises_anything_but_value_error(mutations, junk):
 def test_non_mapping_config_is_a_clean_error(bad):
     with pytest.raises(ValueError, match="config"):
         load(bad)
+
+
+YAML_PIECES = list("[]{}:,-&*!<|>'\"#?\n\t abxyz019.e+_~") + [
+    "&a ", "*a", "<<: ", "!!float ", "!!python/name:os.system ", "grid: ", "shape: ", "physics: ", "nu: ", ".inf",
+    ".nan", "1e-3"]
+YAML_TEXT = st.lists(st.sampled_from(YAML_PIECES), max_size=60).map("".join)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(YAML_TEXT, st.booleans())
+def test_yaml_reader_never_raises_anything_but_value_error(text, complete):
+    if complete:
+        text = "grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n" + text
+    try:
+        out = validate(config_input.parse(text))  # what load does with a file's text
+    except ValueError as exc:
+        assert str(exc).startswith("config") and "\n" not in str(exc)
+        return
+    assert set(out) == set(DEFAULTS)
+

@@ -83,7 +83,7 @@ def test_laminar_channel_relaxes_from_rest(stretch):
 @pytest.mark.parametrize("stretch", [0.0, 2.0])
 def test_couette_relaxes_to_the_linear_profile_and_stays(stretch):
     cfg = {"grid": {"shape": [4, 4, 24], "lengths": [1.0, 1.0, 2.0], "z_stretch": stretch},
-           "physics": {"nu": 0.1}, "boundaries": {"preset": "couette"},
+           "physics": {"nu": 0.1, "forcing": {"kind": "none"}}, "boundaries": {"preset": "couette"},
            "time": {"implicit_diffusion": "z", "dt": 0.5}}
     exact = Simulation(_cfg(cfg, initial={"kind": "couette"}))
     linear = to_numpy(exact.state.u).copy()
@@ -118,7 +118,8 @@ def test_decomposed_pressure_solves_equal_single_chunk(implicit, poisson, pencil
 
 
 def test_set_evaluates_functions_at_staggered_positions():
-    sim = Simulation({"grid": {"shape": [4, 3, 5], "lengths": [1.0, 1.0, 1.0]}, "boundaries": {"preset": "periodic"}})
+    sim = Simulation({"grid": {"shape": [4, 3, 5], "lengths": [1.0, 1.0, 1.0]}, "boundaries": {"preset": "periodic"},
+                      "physics": {"nu": 0.01, "forcing": {"kind": "none"}}})
     sim.set(u=lambda x, y, z: x + 0 * y + 0 * z, w=lambda x, y, z: z + 0 * x + 0 * y)
     np.testing.assert_allclose(to_numpy(sim.state.u)[:, 0, 0], sim.grid.xf[1:])
     np.testing.assert_allclose(to_numpy(sim.state.w)[0, 0, :], sim.grid.zf[1:])

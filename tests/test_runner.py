@@ -123,10 +123,11 @@ def test_cluster_address_must_be_given(tmp_path):
 
 def test_validate_checks_what_the_simulation_needs(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [1, 8]}\n")
+    bad.write_text("grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\nsolver: {pencils: [1, 8]}\n")
     proc = _daskflow("validate", str(bad))
     assert proc.returncode == 2 and "config solver.pencils" in proc.stderr
-    bad.write_text("boundaries: {preset: cavity}\nphysics: {forcing: {kind: flow_rate, value: [1, 0]}}\n")
+    bad.write_text("grid: {shape: [8, 8, 8]}\nboundaries: {preset: cavity}\n"
+                   "physics: {nu: 0.1, forcing: {kind: flow_rate, value: [1, 0]}}\n")
     proc = _daskflow("validate", str(bad))
     assert proc.returncode == 2 and "physics.forcing.kind" in proc.stderr
 
@@ -138,16 +139,21 @@ BROKEN = {
     "negative size": ("grid: {shape: [8, -8, 8]}\n", "grid.shape"),
     "negative length": ("grid: {shape: [8, 8, 8], lengths: [1, 0, 1]}\n", "grid.lengths"),
     "impossible bc": ("boundaries: {preset: channel, u: {z: PN}}\n", "boundaries.u.z"),
-    "half periodic": ("boundaries: {preset: channel, u: {x: DD}}\n", "axis x"),
-    "too many pencils": ("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [9, 1]}\n", "solver.pencils"),
-    "thin ptdma chunks": ("grid: {shape: [8, 8, 8]}\nsolver: {pencils: [1, 8]}\n", "solver.pencils"),
+    "half periodic": ("grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n"
+                      "boundaries: {preset: channel, u: {x: DD}}\n", "axis x"),
+    "too many pencils": ("grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n"
+                         "solver: {pencils: [9, 1]}\n", "solver.pencils"),
+    "thin ptdma chunks": ("grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n"
+                          "solver: {pencils: [1, 8]}\n", "solver.pencils"),
     "missing nu": ("physics: {nu: null}\n", "physics.nu"),
     "bad method": ("solver: {poisson: cg}\n", "solver.poisson"),
     "bad implicit": ("time: {implicit_diffusion: y}\n", "time.implicit_diffusion"),
     "endless run": ("time: {steps: null, end_time: null}\n", "time.steps"),
-    "forcing without periodic x": ("boundaries: {preset: cavity}\n"
-                                   "physics: {forcing: {kind: flow_rate, value: [1, 0]}}\n", "physics.forcing.kind"),
-    "unwritable store": ("output: {store: /proc/daskflow/run.zarr}\n", "output.store"),
+    "forcing without periodic x": ("grid: {shape: [8, 8, 8]}\nboundaries: {preset: cavity}\n"
+                                   "physics: {nu: 0.1, forcing: {kind: flow_rate, value: [1, 0]}}\n",
+                                   "physics.forcing.kind"),
+    "unwritable store": ("grid: {shape: [8, 8, 8]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n"
+                         "output: {store: /proc/daskflow/run.zarr}\n", "output.store"),
     "bad cluster": ("cluster: {kind: kubernetes}\n", "cluster.kind"),
 }
 

@@ -249,7 +249,8 @@ def test_the_store_records_the_transport_that_ran(tmp_path):
 
 
 def test_the_comm_setting_is_validated():
-    assert validate({})["cluster"]["comm"] == "auto"
+    assert validate({"grid": {"shape": [8, 8, 8]},
+                     "physics": {"nu": 0.1, "forcing": {"kind": "none"}}})["cluster"]["comm"] == "auto"
     with pytest.raises(ValueError, match="cluster.comm: must be one of auto, mailbox, nccl, ucx; got 'mpi'"):
         validate({"cluster": {"comm": "mpi"}})
     with pytest.raises(ValueError, match="cluster.comm: 'nccl' .* solver.device cpu"):

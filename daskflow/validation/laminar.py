@@ -52,7 +52,8 @@ def exact(case: str, z: np.ndarray, t: float, terms: int = 400) -> np.ndarray:
 
 def config(case: str, nz: int, stretch: float) -> dict:
     cfg = {"grid": {"shape": [2, 2, nz], "lengths": [1.0, 1.0, H], "z_stretch": stretch},
-           "physics": {"nu": NU}, "boundaries": {"preset": "channel" if case == "poiseuille" else "couette"},
+           "physics": {"nu": NU, "forcing": {"kind": "none"}},
+           "boundaries": {"preset": "channel" if case == "poiseuille" else "couette"},
            "time": {"dt": SEGMENTS[0][0], "implicit_diffusion": "z"}, "initial": {"kind": "zero"},
            "solver": {"device": "cpu"}}
     if case == "poiseuille":

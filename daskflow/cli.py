@@ -110,10 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a configured simulation (YAML), on an embedded cluster by default")
     r.add_argument("config", help="YAML configuration file")
-    r.add_argument("--steps", type=int, help="override time.steps")
+    r.add_argument("--steps", type=int, help="override time.steps: the run's length in steps from its initial "
+                   "state (a restart continues to the same final step)")
     r.add_argument("--output", help="override output.store")
     r.add_argument("--pencils", type=int, nargs=2, metavar=("PY", "PZ"), help="override solver.pencils")
-    r.add_argument("--restart", action="store_true", help="continue from the latest checkpoint of the store")
+    r.add_argument("--restart", action="store_true",
+                   help="continue the store's run from its latest intact checkpoint, to time.steps (or "
+                        "time.end_time); the grid, boundaries, nu and dtype must be the store's")
     r.add_argument("--cluster", default=None,
                    help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
                         "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
@@ -142,6 +145,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (imports, start-up)
+        print("daskflow: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("run", "validate", "info", "jobscript"):
         from daskflow.runner import info, jobscript, run, validate

@@ -4,9 +4,11 @@
 worker per pencil: a ``LocalCluster``, or dask-cuda GPU workers over UCX; with ``solver.pencils:
 auto`` ``cluster.workers`` or :func:`daskflow.cluster.default_workers`) or connects to a scheduler
 address, resolves ``auto`` solver settings (printing the autotuner's table), prints the dashboard
-link, advances the simulation in segments with a progress
-line after each, and on Ctrl-C or SIGTERM (a walltime) finishes the segment, writes a checkpoint and
-exits 0 saying how to resume.
+link, advances the simulation in segments with a progress line after each, and ends every run with
+the last step's fields and a checkpoint. ``time.steps`` is the length of the run counted from its
+initial state, so ``--restart`` continues the same run to the same final step (``time.end_time`` is
+a time, also absolute). On Ctrl-C or SIGTERM (a walltime) the run stops after the current step,
+writes a checkpoint and exits 0 printing the command that resumes it; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import signal
 import sys
 import time
@@ -24,6 +27,8 @@ from pathlib import Path
 from daskflow.cluster import default_workers, job_script
 from daskflow.cluster import start as start_cluster
 from daskflow.config import load
+
+RESTART_SECTIONS = ("grid", "boundaries", "physics", "time", "solver", "output")  # checked against the store
 
 
 def _config(args) -> dict:
@@ -52,6 +57,9 @@ def _config(args) -> dict:
         if not store.has_checkpoint(store_path):
             raise ValueError(f"config output.store: {store_path!r} holds no complete checkpoint to restart from")
         _check_writable(store_path, existing=True)
+        from daskflow.simulation import check_restart
+
+        check_restart(store_path, load(copy.deepcopy(cfg)))
     elif store_path:
         from daskflow.io import store
 
@@ -141,69 +149,167 @@ def _version(name: str) -> str | None:
 
 
 class _Stop:
-    """Remembers a SIGINT/SIGTERM so the run can stop cleanly after the current segment."""
+    """Ctrl-C / SIGTERM, acknowledged at once: the first asks the run to stop after the current step
+    (a checkpoint is then written), or, during start-up, before the first step; a second one stops
+    at once."""
 
     def __init__(self) -> None:
-        self.signal = None
+        self.signal: str | None = None
+        self.running = False
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame) -> None:
-        self.signal = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        if self.signal is not None:
+            raise KeyboardInterrupt(name)
+        self.signal = name
+        then = ("after the current step and writing a checkpoint" if self.running
+                else "once start-up is done, before the first step")
+        print(f"\ndaskflow run: {name} received: stopping {then} (press Ctrl-C again to stop at once)",
+              file=sys.stderr, flush=True)
+
+    def requested(self) -> bool:
+        return self.signal is not None
+
+
+def resume_command(args) -> str:
+    """The command line that continues this run (the given one, with ``--restart``)."""
+    words = ["daskflow", "run", args.config]
+    for option, value in (("--output", args.output), ("--cluster", args.cluster), ("--steps", args.steps),
+                          ("--report-every", args.report_every or None)):
+        if value is not None:
+            words += [option, str(value)]
+    if args.pencils is not None:
+        words += ["--pencils", *map(str, args.pencils)]
+    return shlex.join([*words, "--restart"])
 
 
 def run(args) -> int:
+    cfg = _config(args)
+    stop = _Stop()
+    created = None if args.restart else cfg["output"]["store"]  # a store this command creates
+    try:
+        with start_cluster(cfg["cluster"], _workers(cfg, args.restart)) as client:
+            return _run(args, cfg, client, stop)
+    except KeyboardInterrupt as interrupt:
+        from daskflow.io.output import last_checkpoint
+
+        store = cfg["output"]["store"]
+        kept = f"; {last_checkpoint(store)}" if store and stop.running else ""
+        print(f"\ndaskflow run: {interrupt.args[0] if interrupt.args else 'SIGINT'}: stopped at once{kept}",
+              file=sys.stderr)
+        return 130
+    finally:
+        if created is not None and not stop.running:
+            _discard_unstarted(created)
+
+
+def _discard_unstarted(store_path: str) -> None:
+    """Remove a store this command created when the run never started (a failed or interrupted
+    start-up): it holds no step, and left in place it would block both a new run and a restart."""
+    from daskflow.io import store
+
+    if not store.exists(store_path) or store.has_checkpoint(store_path):
+        return
+    if store.is_local(store_path):
+        import shutil
+
+        shutil.rmtree(store_path.removeprefix("file://"), ignore_errors=True)
+    else:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(store_path)
+        fs.rm(root, recursive=True)
+
+
+def _start(args, cfg: dict, client):
     from daskflow import Simulation
 
-    cfg = _config(args)
-    with start_cluster(cfg["cluster"], _workers(cfg, args.restart)) as client:
-        if client is not None:
-            print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
-                  f"{client.dashboard_link}", file=sys.stderr)
-        if args.restart:  # the store's configuration, with this file's time, solver and output settings
-            sim = Simulation.restart(cfg["output"]["store"], client=client, time=cfg["time"], solver=cfg["solver"],
-                                     output=cfg["output"])
-        else:
-            sim = Simulation(cfg, client)
-        if sim.autotune is not None:
-            for line in sim.autotune.lines():
-                print(line, file=sys.stderr)
-        total = cfg["time"]["steps"]
-        until = cfg["time"]["end_time"]
-        segment = args.report_every or max(1, (total or 200) // 20)
-        stop, start, first_step = _Stop(), time.perf_counter(), sim.step
-        interactive = sys.stderr.isatty()
-        while (total is None or sim.step - first_step < total) and (until is None or sim.time < until * (1 - 1e-14)):
-            steps = segment if total is None else min(segment, total - (sim.step - first_step))
-            try:
-                sim.run(steps=steps, until=until)
-            except RuntimeError as exc:  # store failures, repeated worker loss: the message says what to do
-                print(f"\ndaskflow run: {exc}", file=sys.stderr)
-                return 1
-            done = sim.step - first_step
-            rate = done / (time.perf_counter() - start)
-            eta = (total - done) / rate if total else (until - sim.time) / (sim.dt * rate) if until else 0.0
-            diag = sim.diagnostics()
-            line = (f"step {sim.step}  t {sim.time:.4f}  dt {sim.dt:.3e}  CFL {diag['cfl']:.2f}  "
-                    f"Re_tau {diag['re_tau']:.1f}  div {diag['div_max']:.1e}  Ub {diag['bulk_velocity']:.4f}  "
-                    f"{rate:.1f} steps/s  ETA {eta:.0f} s")
-            print(("\r" + line) if interactive else line, file=sys.stderr, end="" if interactive else "\n")
-            problem = _blow_up(diag)
-            if problem:
-                print(f"\ndaskflow run: the flow blew up at step {sim.step} ({problem}); stopped, the last good "
-                      "checkpoint is kept", file=sys.stderr)
-                return 1
-            if stop.signal:
-                break
-        if interactive:
-            print(file=sys.stderr)
-        if stop.signal and sim.store:
-            sim.checkpoint()
-            print(f"daskflow run: {stop.signal} at step {sim.step}; checkpoint written. Resume with: "
-                  f"daskflow run {args.config} --restart", file=sys.stderr)
-        summary = {"steps": sim.step, "time": sim.time, "dt": sim.dt, "store": sim.store, "stopped_by": stop.signal}
-        print(json.dumps(summary))
+    if client is not None:
+        print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard "
+              f"{client.dashboard_link}", file=sys.stderr)
+    if not args.restart:
+        return Simulation(cfg, client)
+    sim = Simulation.restart(cfg["output"]["store"], client=client, **{key: cfg[key] for key in RESTART_SECTIONS})
+    t = cfg["time"]
+    goal = f"t = {t['end_time']:g}" if t["end_time"] is not None else f"step {sim.first_step + t['steps']}"
+    print(f"daskflow run: restarting {cfg['output']['store']} from step {sim.step}, t = {sim.time:.6g}, running to "
+          f"{goal}", file=sys.stderr)
+    return sim
+
+
+def _run(args, cfg: dict, client, stop: _Stop) -> int:
+    sim = _start(args, cfg, client)
+    if sim.autotune is not None:
+        for line in sim.autotune.lines():
+            print(line, file=sys.stderr)
+    until = cfg["time"]["end_time"]
+    last = None if until is not None else sim.first_step + cfg["time"]["steps"]  # time.steps counts from the start
+    segment = args.report_every or max(1, (last - sim.step if last else 200) // 20)
+    progress = _Progress(sim, last, until)
+    if stop.requested():  # during start-up: nothing ran, nothing to keep
+        print(f"daskflow run: {stop.signal}: stopped before the first step", file=sys.stderr)
+        return 130
+    stop.running = True
+    while not stop.requested() and (last is None or sim.step < last) and (until is None or not _reached(sim, until)):
+        try:
+            sim.run(steps=segment if last is None else min(segment, last - sim.step), until=until, stop=stop.requested)
+        except RuntimeError as exc:  # store failures, blow-ups, repeated worker loss: the message says what to do
+            print(f"\ndaskflow run: {exc}", file=sys.stderr)
+            return 1
+        diag = sim.diagnostics()
+        progress.line(diag)
+        problem = _blow_up(diag)
+        if problem:
+            from daskflow.io.output import last_checkpoint
+
+            kept = last_checkpoint(sim.store) if sim.store else "no store is written"
+            print(f"\ndaskflow run: the flow blew up at step {sim.step} ({problem}); stopped, {kept}", file=sys.stderr)
+            return 1
+    progress.end()
+    try:
+        sim.finish()  # the last step's fields and checkpoint, so the run can be continued or extended
+    except RuntimeError as exc:
+        print(f"daskflow run: {exc}", file=sys.stderr)
+        return 1
+    if stop.signal and sim.store:
+        print(f"daskflow run: {stop.signal} at step {sim.step}; checkpoint written. Resume with: "
+              f"{resume_command(args)}", file=sys.stderr)
+    summary = {"steps": sim.step, "time": sim.time, "dt": sim.dt, "store": sim.store, "stopped_by": stop.signal}
+    print(json.dumps(summary))
     return 0
+
+
+def _reached(sim, until: float) -> bool:
+    return sim.time >= until * (1 - 1e-14)
+
+
+class _Progress:
+    """The progress line after each segment: rate over the last segments, ETA as h:mm:ss."""
+
+    WINDOW = 5  # segments the rate is averaged over
+
+    def __init__(self, sim, last: int | None, until: float | None) -> None:
+        self.sim, self.last, self.until = sim, last, until
+        self.marks = [(time.perf_counter(), sim.step)]
+        self.interactive = sys.stderr.isatty()
+
+    def line(self, diag: dict) -> None:
+        sim = self.sim
+        self.marks = [*self.marks[-self.WINDOW:], (time.perf_counter(), sim.step)]
+        (t0, s0), (t1, s1) = self.marks[0], self.marks[-1]
+        rate = (s1 - s0) / max(t1 - t0, 1e-9)
+        left = (self.last - sim.step) if self.last is not None else (self.until - sim.time) / max(sim.dt, 1e-300)
+        eta = time.strftime("%H:%M:%S", time.gmtime(max(left, 0) / rate)) if rate > 0 else "--:--:--"
+        text = (f"step {sim.step}  t {sim.time:.4f}  dt {sim.dt:.3e}  CFL {diag['cfl']:.2f}  "
+                f"Re_tau {diag['re_tau']:.1f}  div {diag['div_max']:.1e}  Ub {diag['bulk_velocity']:.4f}  "
+                f"{rate:.1f} steps/s  ETA {eta}")
+        print(("\r" + text) if self.interactive else text, file=sys.stderr, end="" if self.interactive else "\n")
+
+    def end(self) -> None:
+        if self.interactive:
+            print(file=sys.stderr)
 
 
 def _workers(cfg: dict, restart: bool) -> int:

@@ -83,6 +83,30 @@ def _check_initial_checkpoint(path: str, shape: tuple) -> None:
                          f"{list(shape)} (they must be equal)")
 
 
+RESTART_FIXED = (("grid", "shape"), ("grid", "lengths"), ("grid", "z_stretch"), ("grid", "z_cluster"),
+                 ("boundaries",), ("physics", "nu"), ("solver", "dtype"))  # what a restart may not change
+
+
+def check_restart(store_path: str, config: dict) -> None:
+    """Refuse a restart of ``store_path`` with ``config`` (a loaded configuration) that would not
+    continue the same flow, naming the setting and both values, or that asks for output the store
+    has no place for."""
+    from daskflow.io import store
+
+    stored = store.root_config(store_path)
+    for path in RESTART_FIXED:
+        old, new = stored, config
+        for key in path:
+            old, new = old[key], new[key]
+        if old != new:
+            raise ValueError(f"restart: config {'.'.join(path)} is {new!r}, the store's run has {old!r}; a restart "
+                             "continues the same flow: only the decomposition, cluster, time and output may change")
+    missing = store.missing_slices(store_path, config["output"]["slices"])
+    if missing:
+        raise ValueError(f"config output.slices: the store has no slices along {', '.join(missing)} (it was "
+                         "created without them); restart without those slices, or start a new store")
+
+
 class WorkerLost(RuntimeError):
     """A worker holding a pencil disappeared during a run."""
 
@@ -167,7 +191,9 @@ class Simulation:
                 from daskflow.io import store
 
                 store.create(self.store, self.config, self.grid, pencil_chunks(self.grid.shape, s["pencils"]),
-                             __version__)
+                             __version__, first_step=self.state.step)
+        # the step this run started from (time.steps counts from it, restarts included)
+        self.first_step = self._first_step() if _restart else self.state.step
         if client is not None:
             self._connect(client, device)
 
@@ -184,17 +210,7 @@ class Simulation:
         for section, values in overrides.items():
             config.setdefault(section, {}).update(values)
         config = load(config)
-        for path in (("grid",), ("boundaries",), ("physics", "nu"), ("solver", "dtype")):
-            old, new = stored, config
-            for key in path:
-                old, new = old[key], new[key]
-            if old != new:
-                raise ValueError(f"restart: {'.'.join(path)} differs from the checkpoint's ({old!r} there, "
-                                 f"{new!r} now); only the decomposition, cluster, time and output may change")
-        missing = store.missing_slices(store_path, config["output"]["slices"])
-        if missing:
-            raise ValueError(f"config output.slices: the store has no slices along {', '.join(missing)} (it was "
-                             "created without them); restart without those slices, or start a new store")
+        check_restart(store_path, config)
         return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
 
     def _resolve_auto(self, client, restart: bool, stored: dict | None) -> None:
@@ -254,6 +270,11 @@ class Simulation:
             store.set_current(self.store, clock["slot"])
         store.truncate_after(self.store, clock["step"])
         self._start_from(fields, clock)
+
+    def _first_step(self) -> int:
+        from daskflow.io import store
+
+        return store.first_step(self.store)
 
     def _start_from(self, fields: dict, clock: dict) -> None:
         """Set the fields and the clock (time, step, dt, forcing gradient) of a checkpoint."""
@@ -317,9 +338,9 @@ class Simulation:
             self._pencils.append(self.client.submit(to_device, future, self._flow_plan.device, workers=[owner],
                                                     allow_other_workers=False, pure=False))
 
-    def _submit(self, fn, *args, clock: bool = False) -> list:
+    def _submit(self, fn, *args, clock: bool = False, stop: Callable[[], bool] | None = None) -> list:
         """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal
-        events for lost workers: :func:`removed_workers`) and
+        events for lost workers, :func:`removed_workers`, and forwarding a ``stop`` request) and
         returns the new pencils, and with ``clock`` the state's clock after them (fetched by a task
         queued behind the first pencil's, so the run costs one round trip from here, not two)."""
         from distributed import wait
@@ -342,11 +363,17 @@ class Simulation:
                                       comm=self._comm_spec, workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
         extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
-        while True:  # wait, watching for a pencil's worker to disappear
+        stop_sent = False
+        while True:  # wait, watching for a pencil's worker to disappear and for a stop request
             try:
-                wait(futures + extra, timeout=1.0)
+                wait(futures + extra, timeout=0.25 if stop is not None else 1.0)
                 break
             except TimeoutError:
+                if stop is not None and not stop_sent and stop():
+                    from daskflow.ns.distributed import request_stop
+
+                    self.client.run(request_stop, run_id, workers=sorted(set(owners)))
+                    stop_sent = True
                 gone = removed_workers(self.client, sorted(set(owners)))
                 if gone:
                     alive = sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - set(gone))
@@ -459,21 +486,20 @@ class Simulation:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, steps: int | None = None, until: float | None = None) -> Simulation:
+    def run(self, steps: int | None = None, until: float | None = None,
+            stop: Callable[[], bool] | None = None) -> Simulation:
         """Advance ``steps`` steps (default ``time.steps``) or until time ``until`` (default
-        ``time.end_time`` when set); the last step is shortened to land on ``until``."""
+        ``time.end_time`` when set); the last step is shortened to land on ``until``. ``stop``:
+        polled while the run goes on; once it returns True the run ends after the current step
+        (every pencil at the same step)."""
         from daskflow.ns.distributed import advance, run_on_worker
 
         t = self.config["time"]
         until = until if until is not None else (t["end_time"] if steps is None else None)
         steps = steps if steps is not None else (None if until is not None else t["steps"])
         if self.client is None:
-            writer = None
-            if self.store is not None:
-                from daskflow.io.output import Output
-
-                writer = Output(self.store, self.config["output"], self.config["physics"]["nu"])
-            advance(self.config["time"], self.stepper, self.state, steps, until, writer)
+            writer = self._writer()
+            advance(self.config["time"], self.stepper, self.state, steps, until, writer, stop)
             if writer is not None:
                 writer.finish(self.state.step)
             return self
@@ -482,7 +508,8 @@ class Simulation:
         while True:
             try:
                 remaining = None if target is None else target - self.state.step
-                self._pencils, clock = self._submit(run_on_worker, remaining, until, clock=True)
+                self._pencils, clock = self._submit(run_on_worker, remaining, until, stop is not None, clock=True,
+                                                    stop=stop)
                 break
             except WorkerLost as lost:
                 failures += 1
@@ -516,18 +543,43 @@ class Simulation:
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
         self._load_checkpoint()
 
+    def _writer(self):
+        if self.store is None:
+            return None
+        from daskflow.io.output import Output
+
+        return Output(self.store, self.config["output"], self.config["physics"]["nu"])
+
     def checkpoint(self) -> None:
         """Write a checkpoint of the current state now (needs ``output.store``)."""
         if self.store is None:
             raise ValueError("checkpoint(): config output.store is not set")
         if self.client is None:
-            from daskflow.io.output import Output
-
-            Output(self.store, self.config["output"], self.config["physics"]["nu"]).checkpoint(self.stepper, self.state)
+            self._writer().checkpoint(self.stepper, self.state)
             return
         from daskflow.ns.distributed import checkpoint_on_worker
 
         self._pencils = self._submit(checkpoint_on_worker)
+
+    def finish(self) -> None:
+        """End a run's output: a field snapshot of the current step (when ``output.fields_every`` is
+        set) and a checkpoint of it, each unless the store already holds this step's; a no-op
+        without ``output.store``."""
+        if self.store is None:
+            return
+        from daskflow.io import store
+
+        fields = bool(self.config["output"]["fields_every"]) and store.last_step(self.store, "fields") != self.step
+        slot = store.current_slot(self.store)
+        checkpoint = slot is None or (store.read_clock(self.store, slot) or {}).get("step") != self.step
+        if not (fields or checkpoint):
+            return
+        if self.client is None:
+            self._writer().final(self.stepper, self.state, fields, checkpoint)
+            return
+        from daskflow.ns.distributed import final_on_worker
+
+        self._pencils = self._submit(final_on_worker, fields, checkpoint)
 
     def diagnostics(self) -> dict:
         """The current ``scalars`` record: dt, CFL, max |div u|, bulk velocity, wall shear stresses,

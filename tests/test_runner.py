@@ -52,40 +52,11 @@ def test_run_on_the_embedded_cluster_then_restart(tmp_path):
     assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 10
     refused = _daskflow("run", str(config), cwd=tmp_path)
     assert refused.returncode == 2 and "--restart" in refused.stderr  # never overwrites a store
-    proc = _daskflow("run", str(config), "--restart", "--steps", "5", "--cluster", "none", cwd=tmp_path)
+    proc = _daskflow("run", str(config), "--restart", "--steps", "15", "--cluster", "none", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 15
     steps = xr.open_zarr(str(tmp_path / "run.zarr"), group="scalars", consolidated=False)["step"].values
     assert list(steps) == list(range(1, 16))
-
-
-@pytest.mark.parametrize("target", ["command", "process group"])
-def test_sigterm_writes_a_checkpoint_and_exits_zero(tmp_path, target):
-    """SIGTERM to the command alone (in process), or to its whole process group with an embedded
-    two-worker cluster (what a batch system does at the walltime): the workers outlive the signal,
-    the segment ends, a checkpoint is written and the command exits 0."""
-    config = _small_config(tmp_path, steps=100000)
-    cluster = ["--cluster", "none"] if target == "command" else ["--cluster", "local", "--pencils", "1", "2"]
-    proc = subprocess.Popen([sys.executable, "-m", "daskflow", "run", str(config), *cluster, "--report-every", "2"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    scalars = tmp_path / "run.zarr" / "scalars" / "step"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (scalars / "c").exists():  # the run has written its first record
-        time.sleep(0.2)
-    time.sleep(1.0)
-    if target == "command":
-        proc.send_signal(signal.SIGTERM)
-    else:
-        os.killpg(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    assert "SIGTERM" in err and "--restart" in err and "Traceback" not in err
-    summary = json.loads(out.splitlines()[-1])
-    from daskflow.io import store
-
-    fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
-    assert clock["step"] == summary["steps"] > 5 and summary["stopped_by"] == "SIGTERM"
 
 
 def test_info_reports_versions():
@@ -303,7 +274,8 @@ def test_slurm_batch_script_forwards_the_walltime_signal_and_waits_for_the_check
 
 def test_the_dashboard_link_of_the_embedded_cluster_serves_the_dashboard():
     """The link every run prints opens Dask's dashboard (its status page), not the page that says
-    Dask needs bokeh."""
+    Dask needs bokeh; over HTTPS with the embedded cluster's temporary certificate."""
+    import ssl
     import urllib.request
 
     from daskflow import cluster
@@ -311,6 +283,9 @@ def test_the_dashboard_link_of_the_embedded_cluster_serves_the_dashboard():
 
     section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": "127.0.0.1:0"}
     with cluster.start(section, 1) as client:
-        with urllib.request.urlopen(client.dashboard_link, timeout=60) as response:
+        assert client.dashboard_link.startswith("https://")
+        context = ssl.create_default_context(cadata=client.security.tls_ca_file)  # the cluster's temporary CA
+        context.check_hostname = False  # its certificate names dask-internal, not the loopback address
+        with urllib.request.urlopen(client.dashboard_link, timeout=60, context=context) as response:
             page = response.read().decode(errors="replace")
     assert response.status == 200 and "bokeh" in page.lower() and "needs bokeh" not in page.lower()

@@ -125,6 +125,15 @@ class Output:
         store.commit(self.path)
         self._flushed = time.monotonic()
 
+    def final(self, stepper, state, fields: bool, checkpoint: bool) -> None:
+        """The end of a run: the last field snapshot and a checkpoint of the last step (each only
+        where the run's schedule did not already write it; collective)."""
+        with store_errors(self.path, state.step):
+            if fields:
+                self.fields(stepper, state)
+            if checkpoint:
+                self.checkpoint(stepper, state)
+
     def finish(self, step: int) -> None:
         """End of a run segment: everything written is committed."""
         with store_errors(self.path, step):

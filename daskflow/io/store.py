@@ -2,7 +2,8 @@
 
 Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
 
-* root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``;
+* root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``,
+  ``first_step`` (the step of the run's initial state), ``exchanges`` (the transport that ran);
 * ``fields``: ``u (time, xf, y, z)``, ``v (time, x, yf, z)``, ``w (time, x, y, zf)``,
   ``p (time, x, y, z)`` and ``step (time)``; Zarr chunks tile the pencils (one writer per chunk:
   the pencil itself for even splits, the common divisor of the pencil sizes for uneven ones);
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import uuid
 import warnings
 from pathlib import Path
 
@@ -119,12 +122,28 @@ def commit(path: str) -> None:
         zarr.consolidate_metadata(path)
 
 
-def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str) -> None:
-    """Create the store (fails if ``path`` exists: a run never overwrites earlier output)."""
+def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int = 0) -> None:
+    """Create the store (fails if ``path`` exists: a run never overwrites earlier output);
+    ``first_step`` is the step of the run's initial state (non-zero when it starts from another
+    run's checkpoint). A local store is built beside ``path`` and renamed into place once complete,
+    so an interrupted creation never leaves a half-made store behind."""
     if exists(path):
         raise ValueError(f"config output.store: {path!r} already exists; choose a new store or restart from it")
+    if not is_local(path):
+        _build(path, config, grid, pencil_chunks, version, first_step)
+        return
+    final = Path(str(path).removeprefix("file://"))
+    building = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.creating")
+    try:
+        _build(str(building), config, grid, pencil_chunks, version, first_step)
+        os.rename(building, final)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int) -> None:
     root = zarr.open_group(path, mode="w-", use_consolidated=False)
-    root.attrs.update({"config": config, "daskflow_version": version,
+    root.attrs.update({"config": config, "daskflow_version": version, "first_step": int(first_step),
                        "grid": {"shape": list(grid.shape), "lengths": list(grid.lengths),
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
     dtype = config["solver"]["dtype"]
@@ -378,6 +397,12 @@ def has_checkpoint(path: str) -> bool:
     return exists(path) and (current_slot(path) is not None or any(_quiet_clock(path, slot) for slot in SLOTS))
 
 
+def last_step(path: str, group: str) -> int | None:
+    """The step of the last committed record of ``group``, or ``None``."""
+    steps = _committed(path)[group]["step"]
+    return int(steps[steps.shape[0] - 1]) if steps.shape[0] else None
+
+
 def missing_slices(path: str, slices: dict) -> list[str]:
     """The slice axes of ``slices`` (``output.slices``) that the store has no group for."""
     root = _committed(path)
@@ -467,6 +492,11 @@ def record_exchanges(path: str, comm: str, workers: int) -> None:
     a restart on another cluster records its own."""
     open_for_write(path).attrs.update({"exchanges": {"comm": comm, "workers": workers}})
     commit(path)
+
+
+def first_step(path: str) -> int:
+    """The step the store's run started from (0 for stores written before it was recorded)."""
+    return int(_committed(path).attrs.get("first_step", 0))
 
 
 def root_config(path: str) -> dict:

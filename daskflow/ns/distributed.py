@@ -41,10 +41,11 @@ class FlowPlan:
 
 
 def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,
-            after_step=None) -> State:
+            after_step=None, should_stop=None) -> State:
     """The run loop shared by the in-process and the distributed simulation: a fixed ``time.dt``
     or the CFL limit, the last step shortened to land on ``until``; ``after_step(stepper, state)``
-    (the output writer) runs after every step."""
+    (the output writer) runs after every step, then ``should_stop()`` (a stop request: the loop
+    ends after that step; collective on a cluster, so every pencil stops at the same step)."""
     def landing(dt: float) -> float:  # the last step shortened to land on ``until``
         return dt if until is None else min(dt, until - state.time)
 
@@ -57,6 +58,8 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
         done += 1
         if after_step is not None:
             after_step(stepper, state)
+        if should_stop is not None and should_stop():
+            break
     return state
 
 
@@ -100,9 +103,14 @@ def _pencil(state: State, domain: ChunkDomain) -> dict:
 
 
 def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until,
-                  comm=None) -> dict:
+                  stoppable: bool = False, comm=None) -> dict:
     """Body of the fused task: advance this worker's pencil; returns the new pencil state.
-    ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks."""
+    ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks.
+    ``stoppable``: after every step the workers agree (one small all-reduction) whether any of
+    them received :func:`request_stop` for this run, and all stop after that step if so."""
+    from distributed import get_worker
+
+    worker = get_worker()
     writer = _writer(plan.output, plan.nu)
 
     def after_step(stepper, state):
@@ -111,10 +119,34 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
         _test_kill_hook(state, stepper.domain)
 
     def body(stepper, state, domain):
-        advance(plan.time, stepper, state, steps, until, after_step)
+        def should_stop() -> bool:
+            asked = run_id in getattr(worker, "daskflow_stop_requests", ())
+            return domain.allreduce(1.0 if asked else 0.0, "max") > 0.0
+
+        advance(plan.time, stepper, state, steps, until, after_step, should_stop if stoppable else None)
+        getattr(worker, "daskflow_stop_requests", set()).discard(run_id)
         if writer is not None:
             writer.finish(state.step)
         return _pencil(state, domain)
+
+    return _on_worker(plan, run_id, workers, pencil, body, comm)
+
+
+def request_stop(run_id: str, dask_worker=None) -> None:
+    """Ask this worker's part of run ``run_id`` to stop after the current step (see
+    :func:`run_on_worker`); sent by the client to every worker of the run."""
+    if not hasattr(dask_worker, "daskflow_stop_requests"):
+        dask_worker.daskflow_stop_requests = set()
+    dask_worker.daskflow_stop_requests.add(run_id)
+
+
+def final_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, fields: bool,
+                    checkpoint: bool, comm=None) -> dict:
+    """Write the final field snapshot and/or checkpoint of this worker's pencil (all workers
+    together); returns the pencil."""
+    def body(stepper, state, domain):
+        _writer(plan.output, plan.nu).final(stepper, state, fields, checkpoint)
+        return pencil
 
     return _on_worker(plan, run_id, workers, pencil, body, comm)
 
@@ -182,5 +214,5 @@ def field_of(pencil: dict, name: str):
     return pencil[name]
 
 
-__all__ = ["FlowPlan", "advance", "checkpoint_on_worker", "diagnostics_on_worker", "field_of", "run_on_worker",
-           "to_device"]
+__all__ = ["FlowPlan", "advance", "checkpoint_on_worker", "diagnostics_on_worker", "field_of", "final_on_worker",
+           "request_stop", "run_on_worker", "to_device"]

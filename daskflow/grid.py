@@ -44,7 +44,8 @@ class Grid:
 
     Attributes ``xc, yc, zc`` (cell centres, length n) and ``xf, yf, zf`` (faces, length n + 1,
     from 0 to l) are float64 NumPy arrays; ``dx, dy`` are scalars, ``dzf`` the z cell widths
-    (length nz).
+    (length nz). An axis may have one cell (a quasi-two-dimensional problem); one z cell spans the
+    whole box whatever ``z_stretch`` (the end faces are exact), so stretching leaves it unchanged.
     """
 
     shape: tuple[int, int, int]

@@ -46,9 +46,6 @@ def check(config: dict) -> None:
 
     g = config["grid"]
     grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
-    for axis, n in enumerate(grid.shape):
-        if n < 2:
-            raise ValueError(f"config grid.shape[{axis}] = {n}: every axis needs at least 2 cells")
     try:
         bcs = nsb.build(config["boundaries"])
     except ValueError as exc:

@@ -16,6 +16,11 @@ Neumann on a face-placed unknown (placement ``f``) has two closures:
   the stored boundary face is an unknown with a mirror ghost (half control volume); at the lower
   end (face 0 is not stored) a quadratic with zero slope at the wall eliminates face 0 from the
   first row. Both keep second-order accuracy on stretched grids.
+
+An axis of one cell gives a 1 x 1 operator: 0 when periodic (the cell is its own neighbour on both
+sides) or Neumann at both ends, the ghost values of the boundary rows otherwise (``-4/h^2`` for
+Dirichlet, ``-2/h^2`` for mixed ends at cell centres). Face placement on a bounded one-cell axis has
+no unknown, except the upper face of a Neumann upper end under the second-order closure.
 """
 
 from __future__ import annotations
@@ -52,6 +57,14 @@ def laplacian_1d(widths: np.ndarray, bc: str, placement: str, face_neumann: str 
     h = np.asarray(widths, dtype=np.float64)
     n = h.size
     periodic = bc == "PP"
+    if n_unknowns(n, bc, placement, face_neumann) < 1:
+        raise ValueError(f"placement {placement!r} with bc {bc!r} on {n} cell(s) leaves no unknowns "
+                         "(the only stored face is the boundary)")
+    if periodic and n == 1:
+        # One periodic cell is its own neighbour on both sides: the row sums to zero (the mode is
+        # constant along the axis). Kept as a 1 x 1 plain system: cyclic solvers need m >= 2.
+        zero = np.zeros(1)
+        return Tridiagonal(zero, zero.copy(), zero.copy(), False)
     if placement == "f" and not periodic and face_neumann == "second_order" and "N" in bc:
         return _face_laplacian_second_order(h, bc)
     if placement == "c":
@@ -80,6 +93,13 @@ def laplacian_1d(widths: np.ndarray, bc: str, placement: str, face_neumann: str 
 
 def _face_laplacian_second_order(h: np.ndarray, bc: str) -> Tridiagonal:
     """Face placement, bounded, with at least one Neumann end under the second-order closure."""
+    if h.size == 1:
+        # One cell: the only unknown is the upper face (upper end Neumann; an upper Dirichlet face
+        # leaves none). Below it, face 0 is a Dirichlet zero, or for a Neumann end equal to face 1
+        # (zero slope at both ends of one cell: the quadratic closure is the constant).
+        last = 2.0 / h[0] ** 2
+        diag = -last if bc[0] == "D" else 0.0
+        return Tridiagonal(np.zeros(1), np.array([diag]), np.zeros(1), False)
     op = laplacian_1d(h, bc[0] + "D", "f")  # interior rows and the lower end (Neumann fixed below)
     lower, diag, upper = op.lower, op.diag, op.upper
     if bc[0] == "N":
@@ -104,6 +124,9 @@ def control_widths(widths: np.ndarray, bc: str, placement: str, face_neumann: st
     if bc == "PP":
         return width
     width = width[:-1]
+    if face_neumann == "second_order" and h.size == 1 and bc[1] == "N":
+        # the upper face of one cell: half the cell, or all of it when face 0 copies it (NN)
+        return np.array([h[0] if bc[0] == "N" else 0.5 * h[0]])
     if face_neumann == "second_order":
         if bc[0] == "N":
             width[0] += 0.5 * h[0]
@@ -114,9 +137,8 @@ def control_widths(widths: np.ndarray, bc: str, placement: str, face_neumann: st
 
 def dense(op: Tridiagonal) -> np.ndarray:
     """The operator as a dense ``(m, m)`` matrix (for tests and small direct solves)."""
-    m = op.diag.size
     a = np.diag(op.diag) + np.diag(op.upper[:-1], 1) + np.diag(op.lower[1:], -1)
-    if op.periodic and m > 1:
+    if op.periodic:  # with m = 1 both corners land on the diagonal
         a[0, -1] += op.lower[0]
         a[-1, 0] += op.upper[-1]
     return a

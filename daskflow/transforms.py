@@ -33,6 +33,11 @@ Operator ``(x[i-1] - 2 x[i] + x[i+1]) / h**2``. For r2r pairs its eigenvectors a
 (complex input, ``n`` modes in FFT order) with ``lambda_l = -2 (1 - cos(2 pi l / n)) / h**2`` and
 NumPy's 'backward' normalisation. Complex input to an r2r transform has its real and imaginary
 parts transformed independently. Precision is kept (float32 in, float32/complex64 out).
+
+One point (``n = 1``, an axis of one cell) is a transform like any other: the single mode is a
+scale of the value (``v_0(0)``) with the eigenvalue of the 1x1 operator (0 for PP and NN, whose
+mode is the constant; ``-4/h**2`` for DD and ``-2/h**2`` for ND and DN at cell centres, the ghost
+mirrors). Face placement on a bounded axis of one cell has no unknown and is refused.
 """
 
 from __future__ import annotations
@@ -76,9 +81,13 @@ def n_unknowns(bc: str, placement: str, n: int) -> int:
         raise ValueError(f"bc must be one of {BCS}, got {bc!r}")
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
-    if n < 2:
-        raise ValueError(f"n must be >= 2, got {n}")
-    return n if bc == "PP" or placement == "c" else n - 1
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    m = n if bc == "PP" or placement == "c" else n - 1
+    if m < 1:
+        raise ValueError(f"placement 'f' with bc {bc!r} on {n} point(s) leaves no unknowns (the only stored "
+                         "face is the boundary)")
+    return m
 
 
 def spectral_size(bc: str, placement: str, n: int, complex_input: bool) -> int:

@@ -39,13 +39,29 @@ def scaled_z_operator(bcs: FlowBoundaries, grid: Grid, component: int, alpha: fl
     return Tridiagonal(-alpha * op.lower, 1.0 - alpha * op.diag, -alpha * op.upper, op.periodic)
 
 
-def wall_face(f, component: int, bc: ComponentBC):
-    """Reset the stored upper boundary face of a bounded normal axis (D: value, N: copy)."""
+def no_unknowns(bcs: FlowBoundaries, grid: Grid, component: int, axes) -> bool:
+    """Whether velocity ``component`` has no unknowns along one of ``axes``: a bounded axis of one
+    cell normal to it, whose only stored face is the wall (the implicit solves leave it to
+    :func:`wall_face`)."""
+    c = bcs.components[component]
+    b = Boundaries.parse(c.pairs, c.stagger(component))
+    return any(b.n_unknowns(axis, grid.shape[axis]) < 1 for axis in axes)
+
+
+def wall_face(f, component: int, bc: ComponentBC, one_cell: bool | None = None):
+    """Reset the stored upper boundary face of a bounded normal axis (D: value, N: copy of the face
+    below; on an axis of one cell, ``one_cell`` (default: ``f`` has one plane), that is the lower
+    wall face: its value if D, else left as it is)."""
     pair = bc.pairs[component]
     sl = [slice(None)] * 3
     sl[component] = slice(-1, None)
+    if one_cell is None:
+        one_cell = f.shape[component] == 1
     if pair[1] == "D":
         f[tuple(sl)] = bc.values[component][1]
+    elif one_cell:
+        if pair[0] == "D":
+            f[tuple(sl)] = bc.values[component][0]
     else:
         below = [slice(None)] * 3
         below[component] = slice(-2, -1)
@@ -90,10 +106,14 @@ class LocalDomain:
         return wall_face(f, component, self.bcs.components[component])
 
     def implicit_z(self, increment, component: int, alpha: float):
+        if no_unknowns(self.bcs, self.grid, component, (2,)):
+            return increment
         op = scaled_z_operator(self.bcs, self.grid, component, alpha)
         return solve_z_locally(self._z_solvers, increment, op, (component, alpha))
 
     def implicit_xyz(self, increment, component: int, alpha: float):
+        if no_unknowns(self.bcs, self.grid, component, (0, 1, 2)):
+            return array_module(increment).zeros_like(increment)
         bc = self.bcs.components[component]
         solver = _cached(self._helmholtz, (component, alpha), lambda: HelmholtzSolver(
             self.grid, bc.pairs, bc.stagger(component), alpha, self.poisson_method, self.pencils, self.dtype))
@@ -396,7 +416,7 @@ class ChunkDomain:
             return f
         if component > 0 and self.key[component - 1] != self.counts[component - 1] - 1:
             return f  # the upper wall face belongs to the last chunk along that axis
-        return wall_face(f, component, bc)
+        return wall_face(f, component, bc, one_cell=self.grid.shape[component] == 1)
 
     def dz(self):
         return self.grid.dzf[self.z]
@@ -435,6 +455,8 @@ class ChunkDomain:
         from daskflow.pencils.direct import DirectExecutor
         from daskflow.poisson.plan import SpectralPlan
 
+        if no_unknowns(self.bcs, self.grid, component, (0, 1, 2)):
+            return array_module(increment).zeros_like(increment)
         bc = self.bcs.components[component]
 
         def build():
@@ -456,6 +478,8 @@ class ChunkDomain:
         reconstruction (no full-field transpose). ``transpose`` first transposes the field x->y
         (y-pencils split in x) and back afterwards, the two-step path of the seed code, kept to
         measure what the direct path saves."""
+        if no_unknowns(self.bcs, self.grid, component, (2,)):
+            return increment
         if self.plan.z_solve == "transpose" and self.counts[0] > 1:
             return self._y_to_x(self._z_solve(self._x_to_y(increment), component, alpha))
         return self._z_solve(increment, component, alpha)

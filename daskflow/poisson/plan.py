@@ -45,7 +45,15 @@ class SpectralPlan:
         nxs = transforms.spectral_size(bx, sx, nx, complex_input=False)
         nys = transforms.spectral_size(by, sy, ny, complex_input=self.x_is_complex)
         self.decomposition = Decomposition(self.grid.shape, (nxs, nys), self.pencils)
-        self.decomposition.check(self.method)
+        py, pz = self.pencils
+        for axis, parts, name, what in ((0, py, "py", "the y-pencils split the x modes, and one cell has one"),
+                                        (1, py, "py", "a one-cell axis cannot be split"),
+                                        (2, pz, "pz", "a one-cell axis cannot be split")):
+            if self.grid.shape[axis] == 1 and parts > 1:
+                raise ValueError(f"pencils: {name} = {parts}, but grid.shape[{axis}] = 1: {what} (use {name} = 1)")
+        # with pz = 1, P-TDMA is plain Thomas (no reduced system): its two-points-per-chunk rule
+        # does not apply, so a one-cell z axis is fine
+        self.decomposition.check(self.method if self.pencils[1] > 1 else "ftm")
         lam_x = transforms.eigenvalues(bx, sx, nx, self.grid.dx, complex_input=False)
         lam_y = transforms.eigenvalues(by, sy, ny, self.grid.dy, complex_input=self.x_is_complex)
         lap = self.boundaries.laplacian_1d(2, self.grid.dzf)

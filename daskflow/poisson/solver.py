@@ -8,6 +8,11 @@ Arrays have the logical shape ``(nx, ny, nz)``. Internally chunks are stored z-s
 so the fastest input is Fortran-ordered (``b.T`` C-contiguous); results come back in that order.
 With an in-memory array, ``pencils = (py, pz)`` emulates the distributed decomposition inside the
 process, running exactly the stages a Dask cluster runs.
+
+Any axis may have one cell, for every boundary pair at cell centres (a quasi-two-dimensional
+problem: the axis adds its 1x1 Laplacian to the diagonal). A one-cell axis cannot be split by the
+pencils (``pz = 1`` for one z cell, ``py = 1`` for one x or y cell); with ``pz = 1`` P-TDMA is plain
+Thomas, so its two-points-per-chunk rule does not apply.
 """
 
 from __future__ import annotations
@@ -61,11 +66,10 @@ class _SpectralSolver:
             raise ValueError(f"comm must be one of {COMMS}, got {comm!r}")
         boundaries = Boundaries.parse(bc, stagger)
         for axis, n in enumerate(grid.shape):
-            if boundaries.n_unknowns(axis, n) < 1 or (n < 2 and not boundaries.periodic(axis)):
+            if boundaries.n_unknowns(axis, n) < 1:
                 raise ValueError(f"grid.shape[{axis}] = {n} is too small for bc {boundaries.bc[axis]!r} "
-                                 f"with stagger {boundaries.stagger[axis]!r}")
-        if grid.shape[2] < 2:
-            raise ValueError(f"grid.shape[2] = {grid.shape[2]}: the z direction needs at least 2 cells")
+                                 f"with stagger {boundaries.stagger[axis]!r}: the only stored face is the "
+                                 "boundary, which leaves no unknowns along that axis")
         self.grid = grid
         self.boundaries = boundaries
         self.method = method

@@ -3,7 +3,9 @@
 The vortex ``u = sin x cos z e^{-2 nu t}``, ``w = -cos x sin z e^{-2 nu t}``,
 ``p = (cos 2x + cos 2z) / 4 e^{-4 nu t}`` in a periodic ``2 pi x 1 x 2 pi`` box (two cells in y)
 is an exact Navier-Stokes solution, run in process (:class:`daskflow.Simulation`,
-``initial.kind: taylor_green``).
+``initial.kind: taylor_green``). :func:`simulate` also runs it with one cell across the plane
+(``thin=1``: the flow is uniform along that axis, so one cell gives the same fields as two) and in
+the x-y plane (``plane="xy"``: ``u = sin x cos y``, ``v = -cos x sin y``, z the thin axis).
 
 * Space: ``n x 2 x n`` cells, ``n = 16, 32, 64``, ``nu = 0.05``, to t = 0.4 with ``dt = 6.4 / n^2`` (the
   time error falls with the spatial one); errors are the largest ``|u - u_exact|`` and
@@ -32,42 +34,73 @@ TIME_N, TIME_END, TIME_NU = 24, 0.8, 0.2
 SPACE_END, SPACE_NU = 0.4, 0.05
 
 
-def simulate(n: int, dt: float, steps: int, nu: float = 0.05, implicit: str = "none"):
-    """A Taylor-Green run on ``n x 2 x n`` cells advanced ``steps`` steps of ``dt``."""
+PLANES = ("xz", "xy")
+
+
+def config(n: int, dt: float, nu: float = 0.05, implicit: str = "none", plane: str = "xz", thin: int = 2,
+           **solver) -> dict:
+    """The configuration of a Taylor-Green run in ``plane`` on ``n x n`` cells and ``thin`` cells
+    across it (``solver``: entries of the config's ``solver`` section)."""
+    if plane not in PLANES:
+        raise ValueError(f"plane must be one of {PLANES}, got {plane!r}")
+    shape, lengths = [n, n, n], [2 * np.pi] * 3
+    across = 1 if plane == "xz" else 2
+    shape[across], lengths[across] = thin, 1.0
+    return {"grid": {"shape": shape, "lengths": lengths},
+            "physics": {"nu": nu, "forcing": {"kind": "none", "value": [0.0, 0.0]}},
+            "boundaries": {"preset": "periodic"},
+            "initial": {"kind": "taylor_green" if plane == "xz" else "zero", "amplitude": 1.0},
+            "time": {"dt": dt, "implicit_diffusion": implicit}, "solver": solver}
+
+
+def simulate(n: int, dt: float, steps: int, nu: float = 0.05, implicit: str = "none", plane: str = "xz",
+             thin: int = 2, client=None, **solver):
+    """A Taylor-Green run in ``plane`` on ``n x n`` cells (``thin`` across it: ``n x 2 x n`` by
+    default) advanced ``steps`` steps of ``dt``; on ``client``'s workers when given."""
     from daskflow import Simulation
 
-    cfg = {"grid": {"shape": [n, 2, n], "lengths": [2 * np.pi, 1.0, 2 * np.pi]},
-           "physics": {"nu": nu}, "boundaries": {"preset": "periodic"},
-           "initial": {"kind": "taylor_green", "amplitude": 1.0},
-           "time": {"dt": dt, "implicit_diffusion": implicit}}
-    sim = Simulation(cfg)
+    sim = Simulation(config(n, dt, nu, implicit, plane, thin, **solver), client=client)
+    if plane == "xy":
+        sim.set(u=lambda x, y, z: np.sin(x) * np.cos(y), v=lambda x, y, z: -np.cos(x) * np.sin(y))
     sim.run(steps=steps)
     return sim
 
 
-def errors(sim) -> tuple[float, float]:
-    """Largest velocity (``u``) and pressure errors against the exact decaying vortex (the pressure
-    compared up to its mean)."""
-    from daskflow.backend import to_numpy
-
+def exact(sim, plane: str = "xz"):
+    """The exact in-plane velocity along x (at the ``u`` points) and the pressure at the time of
+    ``sim``, arrays of the grid's shape."""
     t, nu, g = sim.time, sim.config["physics"]["nu"], sim.grid
     decay = np.exp(-2 * nu * t)
-    xu, zu = g.xf[1:, None, None], g.zc[None, None, :]
-    u_exact = np.sin(xu) * np.cos(zu) * decay
-    xc, zc = g.xc[:, None, None], g.zc[None, None, :]
-    p_exact = (np.cos(2 * xc) + np.cos(2 * zc)) / 4 * decay**2
-    p = to_numpy(sim.state.p)
-    u_err = np.abs(to_numpy(sim.state.u) - u_exact).max()
+    second = g.zc[None, None, :] if plane == "xz" else g.yc[None, :, None]
+    u_exact = np.sin(g.xf[1:, None, None]) * np.cos(second) * decay
+    p_exact = (np.cos(2 * g.xc[:, None, None]) + np.cos(2 * second)) / 4 * decay**2
+    return np.broadcast_to(u_exact, g.shape), np.broadcast_to(p_exact, g.shape)
+
+
+def field(sim, name: str):
+    """Field ``name`` of ``sim`` as one array (gathered from the workers of a cluster run)."""
+    return getattr(sim.state, name) if sim.client is None else getattr(sim, name).compute()
+
+
+def errors(sim, plane: str = "xz") -> tuple[float, float]:
+    """Largest velocity (``u``) and pressure errors against the exact decaying vortex in ``plane``
+    (the pressure compared up to its mean)."""
+    from daskflow.backend import to_numpy
+
+    u_exact, p_exact = exact(sim, plane)
+    p = to_numpy(field(sim, "p"))
+    u_err = np.abs(to_numpy(field(sim, "u")) - u_exact).max()
     p_err = np.abs((p - p.mean()) - (p_exact - p_exact.mean())).max()
     return float(u_err), float(p_err)
 
 
-def space_errors(sizes=SPACE_SIZES) -> list[tuple[float, float]]:
-    """``(u error, p error)`` per grid of the spatial study."""
+def space_errors(sizes=SPACE_SIZES, plane: str = "xz", thin: int = 2, end: float = SPACE_END,
+                 **solver) -> list[tuple[float, float]]:
+    """``(u error, p error)`` per grid of the spatial study (``dt = 6.4 / n^2`` to time ``end``)."""
     out = []
     for n in sizes:
         dt = 0.4 / n**2 * 16
-        out.append(errors(simulate(n, dt, int(round(SPACE_END / dt)), SPACE_NU)))
+        out.append(errors(simulate(n, dt, int(round(end / dt)), SPACE_NU, plane=plane, thin=thin, **solver), plane))
     return out
 
 

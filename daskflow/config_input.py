@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 MAX_FILE_BYTES = 1 << 18  # a configuration is a few kilobytes; parsing 256 KiB takes at most ~0.1 s
-MAX_NODES = 10_000  # values in all, every alias repetition counted (a configuration holds a few hundred)
+MAX_NODES = 2000  # values and keys in all, every alias repetition counted (a configuration holds ~300)
 MAX_DEPTH = 16  # levels of mappings and lists (a configuration nests five)
 
 INT, FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
@@ -152,6 +152,15 @@ class ConfigLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._path.pop()
+
+    def fetch_flow_collection_start(self, TokenClass):
+        # The scanner reads up to 1024 characters ahead of the composer inside flow collections, at a cost
+        # that grows with their nesting: "[[[[..." is refused here, where it is found (line, not key).
+        if self.flow_level >= MAX_DEPTH:
+            mark = self.get_mark()
+            raise Refused(f"config (line {mark.line + 1}, column {mark.column + 1}): [ and {{ nested more than "
+                          f"{MAX_DEPTH} levels deep")
+        super().fetch_flow_collection_start(TokenClass)
 
     def compose_document(self):
         node = super().compose_document()

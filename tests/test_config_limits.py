@@ -37,7 +37,7 @@ HOSTILE = {
     "laughs in initial.path": (BASE + f"initial: {{path: {_laughs()}}}\n", "initial.path"),
     "laughs in a cluster list": (BASE + f"cluster: {{job_extra_directives: {_laughs()}}}\n",
                                  "cluster.job_extra_directives"),
-    "deep flow nesting": (BASE + "initial: {value: " + "[" * 5000 + "]" * 5000 + "}\n", "initial.value"),
+    "deep flow nesting": (BASE + "initial: {value: " + "[" * 5000 + "]" * 5000 + "}\n", "(line 3, column 33)"),
     "deep block nesting": (BASE + "initial:\n  value:\n    " + "- " * 3000 + "1\n", "initial.value"),
     "recursive alias": (BASE + "initial: {value: &v [1, *v]}\n", "initial.value"),
     "duplicate key": ("grid: {shape: [8, 8, 8], shape: [9, 9, 9]}\nphysics: {nu: 0.1, forcing: {kind: none}}\n",

@@ -18,7 +18,8 @@ Pieces are enumerated per (source chunk, destination chunk) with the exact uneve
 stay local are exact. Time = local compute (HBM passes) + per exchange (latency + the busiest GPU's
 transfer + the copies that cut and assemble pieces) + the Dask overhead of a solve. Parameters
 live in :class:`Machine`; ``H200_DASK`` is fitted to the measured runs in ``docs/results``
-(:func:`calibrate`), ``A100_LEONARDO`` takes the seed paper's hardware table.
+(:func:`calibrate`; the JSON files ship with the package, :mod:`daskflow.data` finds them in a
+checkout or an installation), ``A100_LEONARDO`` takes the seed paper's hardware table.
 """
 
 from __future__ import annotations
@@ -432,7 +433,11 @@ def transpose_exchange(shape, gpus: int, itemsize: int = 8, machine: Machine = H
 
 
 def default_results_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
+    """The committed benchmark results: ``docs/results`` of the checkout daskflow is imported from,
+    or the copy installed with the package."""
+    from daskflow import data
+
+    return str(data.folder("results"))
 
 
 def load_json(path: str):
@@ -446,9 +451,13 @@ def load_json(path: str):
 
 
 def load_results(results_dir: str | None = None) -> dict:
-    """``{file name: document}`` of every readable ``*.json`` in ``results_dir``."""
+    """``{file name: document}`` of every readable ``*.json`` in ``results_dir`` (default: the
+    committed results); FileNotFoundError when that folder does not exist."""
+    results_dir = results_dir or default_results_dir()
+    if not os.path.isdir(results_dir):
+        raise FileNotFoundError(f"{results_dir}: no benchmark results folder")
     out = {}
-    for path in sorted(glob.glob(os.path.join(results_dir or default_results_dir(), "*.json"))):
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
         try:
             out[os.path.basename(path)] = load_json(path)
         except (ValueError, OSError):

@@ -9,7 +9,9 @@ Each case module (named in :data:`CASES`) has the same interface:
 * ``table(data_dir)`` returns a markdown table of the case's numbers.
 
 ``python -m daskflow.validation figures`` redraws every figure and prints every table from the
-committed data (``docs/validation/data``); ``python -m daskflow.validation run CASE`` reruns a case.
+committed data (``docs/validation/data``, shipped in the package as well: :mod:`daskflow.data`);
+``python -m daskflow.validation run CASE`` reruns a case (see :mod:`daskflow.validation.__main__` for
+where each command reads and writes).
 """
 
 CASES = ("laminar", "taylor_green", "cavity", "channel")

@@ -2,8 +2,9 @@
 
 The cavity is the x-z plane (walls on x and z, the lid at z = 1 moving along +x with velocity 1)
 with a thin periodic span of two cells in y; ``nu = 1 / Re``. Each run is the real command line
-(``daskflow run``, in process) on ``examples/cavity{Re}.yaml`` with the grid replaced by ``n x 2 x n``,
-writing a Zarr store. The reduction reads the last field snapshot of the store:
+(``daskflow run``, in process) on ``examples/cavity{Re}.yaml`` (found by :mod:`daskflow.data`: the
+checkout's or the installed copy) with the grid replaced by ``n x 2 x n``, writing a Zarr store. The
+reduction reads the last field snapshot of the store:
 
 * centreline profiles ``u(z)`` at ``x = 0.5`` (the x-face ``nx/2``) and ``w(x)`` at ``z = 0.5`` (the
   z-face ``nz/2``), with the wall values added;
@@ -30,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow import data
 from daskflow.validation import save_figure
 
 REYNOLDS = (100, 1000)
 STEADY_TOLERANCE = 1e-6  # relative kinetic-energy change per time unit that counts as steady
 SIZES = (64, 128)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # Ghia et al. (1982), Table I: u along the vertical centreline x = 0.5
 GHIA_Z = np.array([1.0000, 0.9766, 0.9688, 0.9609, 0.9531, 0.8516, 0.7344, 0.6172, 0.5000, 0.4531, 0.2813,
@@ -293,7 +294,7 @@ def config_for(re: int, n: int, store: Path) -> dict:
     """``examples/cavity{re}.yaml`` on an ``n x 2 x n`` grid writing ``store``, in process."""
     import yaml
 
-    cfg = yaml.safe_load((EXAMPLES / f"cavity{re}.yaml").read_text())
+    cfg = yaml.safe_load(data.path("examples", f"cavity{re}.yaml").read_text())
     cfg["grid"]["shape"] = [n, 2, n]
     if n > 64:  # fewer, equally spaced snapshots on the finer grid (twice the steps)
         cfg["output"]["fields_every"] = cfg["output"]["checkpoint_every"] = 2 * cfg["output"]["fields_every"]

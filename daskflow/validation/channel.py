@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from daskflow import data
 from daskflow.validation import save_figure
 from daskflow.validation.cavity import _read_csv, _write_csv
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "channel180.yaml"
+EXAMPLE = data.folder("examples") / "channel180.yaml"  # the checkout's or the installed copy (daskflow.data)
 T_START = 100.0  # end of the transient in h/U_b (Re_tau within 1% of its final mean from here on)
 MKM_RE_TAU = 178.12  # Moser, Kim & Mansour (1999) at Re_b = 5600
 PROFILE_COLUMNS = ("yplus", "y_over_h", "U_plus", "u_rms_plus", "v_rms_plus", "w_rms_plus",
@@ -105,6 +106,7 @@ def run(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), secon
     which checkpoints), then reduce the store into ``data_dir``."""
     from daskflow.io import store as stores
 
+    _check_example()
     store = Path(work_dir) / "channel180.zarr"
     store.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "daskflow", "run", str(EXAMPLE), "--output", str(store), "--report-every", "200"]
@@ -157,18 +159,20 @@ def compare_scalars(run: dict[str, np.ndarray], reference: dict[str, np.ndarray]
 
 
 def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), steps: int = 1000,
-              cluster: str = "none", pencils: tuple[int, int] | None = None) -> dict:
+              cluster: str = "none", pencils: tuple[int, int] | None = None, record_dir: Path | None = None) -> dict:
     """Run the first ``steps`` steps of ``examples/channel180.yaml`` with this installation (the real
     command line; ``cluster`` and ``pencils`` as ``daskflow run`` takes them) and compare its scalars
-    with the committed run's (:func:`compare_scalars`). The result, with the device (this host's
-    first GPU, or its CPU), the commit and the wall time, is appended to
-    ``data_dir/channel180-reproduction.json``. The scratch store ``work_dir/channel180-reproduce.zarr``
-    is replaced."""
+    with the committed run's (``data_dir/channel180-scalars.csv``, :func:`compare_scalars`). The
+    result, with the device (this host's first GPU, or its CPU), the commit (or the installed
+    version) and the wall time, is appended to ``channel180-reproduction.json`` in ``record_dir``
+    (default: ``data_dir``). The scratch store ``work_dir/channel180-reproduce.zarr`` is replaced."""
     import shutil
 
     from daskflow import analysis
 
+    _check_example()
     data_dir, store = Path(data_dir), Path(work_dir) / "channel180-reproduce.zarr"
+    record_dir = Path(record_dir) if record_dir is not None else data_dir
     reference = _read_csv(data_dir / "channel180-scalars.csv")
     shutil.rmtree(store, ignore_errors=True)
     store.parent.mkdir(parents=True, exist_ok=True)
@@ -182,14 +186,20 @@ def reproduce(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"),
     scalars = analysis.open_run(store)["scalars"]
     result = compare_scalars({name: scalars[name].values for name in SCALAR_COLUMNS}, reference,
                              expected_samples=min(steps // SAMPLE_EVERY, len(reference["time"])))
-    result.update({"device": _device(), "commit": _commit(), "cluster": cluster,
+    result.update({"device": _device(), "commit": _commit(), "version": _installed_version(), "cluster": cluster,
                    "pencils": list(pencils) if pencils else [1, 1], "wall_s": round(wall, 1),
                    "command": " ".join(["daskflow", "run", str(EXAMPLE.relative_to(EXAMPLE.parent.parent)),
                                         *command[5:]])})
-    path = data_dir / "channel180-reproduction.json"
+    record_dir.mkdir(parents=True, exist_ok=True)
+    path = record_dir / "channel180-reproduction.json"
     records = json.loads(path.read_text()) if path.exists() else []
     path.write_text(json.dumps(records + [result], indent=1) + "\n")
     return result
+
+
+def _check_example() -> None:
+    if not EXAMPLE.is_file():
+        raise FileNotFoundError(f"{EXAMPLE}: no such example configuration")
 
 
 def _device() -> str:
@@ -200,10 +210,12 @@ def _device() -> str:
 
 
 def _commit() -> str | None:
-    """The git commit of this source tree (``-dirty`` when tracked files differ from it), or None
-    when it is not a git checkout of its own (an installed package, or an exported tree inside some
-    other repository)."""
-    root = EXAMPLE.parent.parent
+    """The git commit of the source tree daskflow is imported from (``-dirty`` when tracked files
+    differ from it), or None when it is not a git checkout of its own (an installed package, or an
+    exported tree inside some other repository)."""
+    root = data.source_tree()
+    if root is None:
+        return None
     try:
         top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, cwd=root,
                              check=True).stdout.strip()
@@ -212,6 +224,16 @@ def _commit() -> str | None:
         return subprocess.run(["git", "describe", "--always", "--abbrev=7", "--dirty"], capture_output=True,
                               text=True, cwd=root, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _installed_version() -> str | None:
+    """The version of the installed daskflow distribution (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("daskflow")
+    except PackageNotFoundError:
         return None
 
 
@@ -224,7 +246,8 @@ def reproduction_table(data_dir: Path) -> str:
             "tau_w (bottom, top) | kinetic energy | dt | within 1e-7 |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in json.loads(path.read_text()):
         w = r["max_relative_deviation"]
-        rows.append(f"| {r['device']} | {r['commit']} | {r['cluster']}, {tuple(r['pencils'])} | {r['steps']} | "
+        commit = r["commit"] or (f"v{r['version']} (installed)" if r.get("version") else "-")
+        rows.append(f"| {r['device']} | {commit} | {r['cluster']}, {tuple(r['pencils'])} | {r['steps']} | "
                     f"{r['wall_s']} | {w['re_tau']:.1e} | {w['tau_wall_bottom']:.1e}, {w['tau_wall_top']:.1e} | "
                     f"{w['kinetic_energy']:.1e} | {w['dt']:.1e} | {'yes' if r['reproduces'] else 'no'} |")
     return "\n".join(rows)

@@ -61,7 +61,7 @@ def exchange_task(comm, workers: list[str], mib: int, rounds: int) -> dict:
             buffers = [cupy.empty_like(piece) for _ in workers]
             peers = [j for j in range(n) if j != rank]
             out["nccl_link_ms"] = timed(lambda i: transport.link.payload_round(
-                [(j, piece) for j in peers], [(j, buffers[j]) for j in peers]))
+                [(j, piece) for j in peers], [(j, buffers[j]) for j in peers], lambda: False, 60.0))
         transport.finish()
     return out
 

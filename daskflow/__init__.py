@@ -12,5 +12,14 @@ def open_run(store):
     return _open_run(store)
 
 
-__version__ = "0.1.0"
+def _installed_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("daskflow")
+    except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 __all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "Simulation", "__version__", "open_run"]

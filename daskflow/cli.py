@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daskflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a configured simulation (YAML), on an embedded cluster by default")
-    r.add_argument("config", help="YAML configuration file")
+    r.add_argument("config", help="YAML configuration file, or the name of a shipped example (channel-small)")
     r.add_argument("--steps", type=int, help="override time.steps: the run's length in steps from its initial "
                    "state (a restart continues to the same final step)")
     r.add_argument("--output", help="override output.store")

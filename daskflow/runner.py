@@ -31,7 +31,24 @@ from daskflow.config import load
 RESTART_SECTIONS = ("grid", "boundaries", "physics", "time", "solver", "output")  # checked against the store
 
 
+def config_file(name: str) -> str:
+    """``name`` itself when it is a file, else the shipped example of that name (``channel-small``
+    or ``channel-small.yaml``), so an installed package runs its examples without a checkout."""
+    if Path(name).exists() or Path(name).parent != Path("."):
+        return name
+    from daskflow import data
+
+    stem = name.removesuffix(".yaml")
+    try:
+        return str(data.path("examples", f"{stem}.yaml"))
+    except FileNotFoundError:
+        examples = sorted(p.stem for p in data.folder("examples").glob("*.yaml"))
+        raise ValueError(f"configuration {name!r}: no such file, nor a shipped example (examples: "
+                         f"{', '.join(examples)})") from None
+
+
 def _config(args) -> dict:
+    args.config = config_file(args.config)
     cfg = load(args.config)
     if args.cluster is not None:  # --cluster KIND or a scheduler address
         kinds = ("auto", "none", "local", "local-cuda", "slurm", "pbs")
@@ -96,6 +113,7 @@ def _check_writable(store_path: str, existing: bool = False) -> None:
 def validate(args) -> int:
     from daskflow.simulation import check
 
+    args.config = config_file(args.config)
     cfg = load(args.config)
     check(cfg)
     from daskflow.io import store
@@ -108,7 +126,7 @@ def validate(args) -> int:
 
 
 def jobscript(args) -> int:
-    print(job_script(load(args.config)["cluster"]))
+    print(job_script(load(config_file(args.config))["cluster"]))
     return 0
 
 
@@ -139,13 +157,18 @@ def info(args) -> int:
     return 0
 
 
-def _version(name: str) -> str | None:
-    try:
-        from importlib.metadata import version
+def _version(module: str) -> str | None:
+    """The installed version of the distribution that provides ``module`` (``cupy`` comes from
+    ``cupy-cuda13x`` or ``cupy-cuda12x``, ``distributed_ucxx`` from ``distributed-ucxx-cu13``), or
+    None when it is not installed."""
+    from importlib import metadata
 
-        return version(name.replace("_", "-"))
-    except Exception:  # noqa: BLE001 - not installed
-        return None
+    for distribution in metadata.packages_distributions().get(module, [module.replace("_", "-")]):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 class _Stop:

@@ -51,7 +51,7 @@ from typing import Any
 
 from daskflow import resources
 from daskflow.bc import BC_PAIRS
-from daskflow.config_input import check_size, read
+from daskflow.config_input import check_size, key_name, read
 from daskflow.grid import Z_CLUSTERS
 from daskflow.ns.boundaries import PRESETS
 from daskflow.pencils.transport import COMMS
@@ -117,7 +117,7 @@ def _merge(defaults: dict, given: dict, path: str) -> dict:
         _fail(path or "(root)", f"must be a mapping, got {type(given).__name__}")
     out = copy.deepcopy(defaults)
     for key, value in given.items():
-        where = f"{path}.{key}" if path else str(key)
+        where = f"{path}.{key_name(key)}" if path else key_name(key)
         if key not in defaults:
             _fail(where, f"unknown key (allowed: {', '.join(sorted(defaults))})")
         if isinstance(defaults[key], dict) and defaults[key] and key != "boundaries":

@@ -40,8 +40,16 @@ FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-
                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
 
+def key_name(key) -> str:
+    """``key`` as a message names it: itself when a short printable string, else its ``repr`` cut short."""
+    if isinstance(key, str) and key.isprintable() and len(key) <= 40:
+        return key
+    text = repr(key) if not isinstance(key, int) or abs(key) < 10**40 else "a very large integer"
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def _join(path: str, key) -> str:
-    return f"{path}.{key}" if path else str(key)
+    return f"{path}.{key_name(key)}" if path else key_name(key)
 
 
 def _label(path: str) -> str:

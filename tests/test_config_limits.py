@@ -365,3 +365,10 @@ def test_examples_are_complete_and_validate_to_themselves(example):
     cfg = load(EXAMPLES / example)
     assert validate(copy.deepcopy(cfg)) == cfg
     json.dumps(cfg)
+
+
+@pytest.mark.parametrize("key", ["a\nb", "x" * 1000, 10**5000], ids=["newline", "long", "huge-integer"])
+def test_odd_keys_are_named_on_one_short_line(key):
+    with pytest.raises(ValueError) as info:
+        validate({**MINIMAL, key: 1})
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import os
 import platform
 import shlex
@@ -350,7 +351,7 @@ def _workers(cfg: dict, restart: bool) -> int:
     return default_workers(cfg["cluster"])
 
 
-CFL_LIMIT = 1.7  # RK3's advective stability limit is sqrt(3)
+CFL_LIMIT = 1.05 * math.sqrt(3)  # RK3's advective stability limit is sqrt(3) (time.cfl = 1 runs at it)
 DIVERGENCE_LIMIT = 1e-6
 
 

@@ -343,7 +343,7 @@ class Simulation:
         from distributed import wait
 
         from daskflow.pencils.direct import ready_marker
-        from daskflow.pencils.transport import make_comm
+        from daskflow.pencils.transport import make_comm, took_turn, wait_turn
 
         if self._pencils is None:
             self._scatter()
@@ -356,9 +356,12 @@ class Simulation:
         owners = [self._owner(key) for key in dec.indices]
         markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
-        futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil, markers, *args,
+        after = wait_turn(self.client, owners)  # fused work of solvers still running on these workers
+        futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil,
+                                      [*markers, *([after[owner]] if owner in after else [])], *args,
                                       comm=self._comm_spec, workers=[owner], allow_other_workers=False, pure=False)
                    for pencil, owner in zip(self._pencils, owners, strict=True)]
+        took_turn(self.client, dict(zip(owners, futures, strict=True)))
         extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
         stop_sent = False
         while True:  # wait, watching for a pencil's worker to disappear and for a stop request

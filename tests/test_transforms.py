@@ -192,8 +192,8 @@ def test_bad_arguments() -> None:
         eigenvalues("nn", "c", 4, 1.0)
     with pytest.raises(ValueError, match="placement must be one of"):
         backward(x, 0, "DD", "C", 4, real_output=True)
-    with pytest.raises(ValueError, match="n must be >= 2"):
-        n_unknowns("PP", "c", 1)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        n_unknowns("PP", "c", 0)
     with pytest.raises(ValueError, match="expected 3"):
         backward(np.zeros(4), 0, "NN", "f", 4, real_output=True)
 

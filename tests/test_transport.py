@@ -373,6 +373,26 @@ def test_solves_in_flight_together_take_turns_on_a_shared_communicator(loopback)
         np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
 
 
+def test_different_solvers_in_flight_together_take_turns_on_the_shared_communicator(loopback):
+    """Solvers of other decompositions and methods on the same workers share one communicator: their
+    fused solves, all submitted at once, take turns on every worker as one solver's do."""
+    import dask.array as da
+
+    from daskflow import Grid, PoissonSolver
+    from daskflow.poisson.distributed import home_chunks
+
+    grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    solvers = [PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", method, pencils, granularity="fused", comm="loopback")
+               for method in ("ptdma", "ftm") for pencils in ((1, 2), (2, 1))]
+    b = np.asfortranarray(np.random.default_rng(8).standard_normal(grid.shape))
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        pending = [s.solve(da.from_array(b, chunks=home_chunks(s))) for s in solvers for _ in range(2)]
+        results = client.gather(client.compute(pending))
+    reference = solvers[0].solve(b)
+    for x in results:
+        np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * np.abs(reference).max())
+
+
 def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback):
     import dask.array as da
 

@@ -379,6 +379,24 @@ def _check_ucx(client, workers: Sequence[str], setting: str) -> None:
 
 
 _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, workers, device)
+_LAST_FUSED: dict[str, dict] = {}  # client id -> worker -> an output of the fused work submitted there last
+
+
+def wait_turn(client, workers: Sequence[str]) -> dict:
+    """Per worker of ``workers``, an output of the fused work (a solve, a run) submitted there last,
+    while it is still pending: a new fused task on that worker must depend on it. Fused work shares
+    communicators (and a GPU's NCCL queue), so it has to reach every worker in one order, whichever
+    solver or simulation submitted it; their exchanges would mix otherwise."""
+    last = _LAST_FUSED.setdefault(client.id, {})
+    for worker in [w for w, future in last.items() if future.status != "pending"]:
+        del last[worker]  # done (or failed): nothing to wait for, and its data is not held here
+    return {w: last[w] for w in workers if w in last}
+
+
+def took_turn(client, outputs: dict) -> None:
+    """Record ``outputs`` (worker -> a future of fused work just submitted there) for
+    :func:`wait_turn`."""
+    _LAST_FUSED.setdefault(client.id, {}).update(outputs)
 
 
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:

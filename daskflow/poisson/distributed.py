@@ -32,7 +32,7 @@ from daskflow.pencils.graph import (
     scatter_per_worker,
 )
 from daskflow.pencils.layout import pencil_chunks
-from daskflow.pencils.transport import CommSpec, choose_comm, make_comm
+from daskflow.pencils.transport import CommSpec, choose_comm, make_comm, took_turn, wait_turn
 from daskflow.poisson import algorithms, stages
 
 
@@ -74,18 +74,19 @@ class ClusterState:
             self.spec = make_comm(client, self.participants, self.comm, self.device)
         return self.spec
 
-    def pending(self) -> dict:
-        """Per worker, the last solve's output if that solve is still running: the next solve's task
-        there waits for it, so that solves on one NCCL or UCX communicator reach every worker in the
-        same order (their exchanges would mix otherwise). A solve that failed or was cancelled
-        orders nothing."""
-        return {w: f for w, f in self.previous.items() if f.status == "pending"}
+    def pending(self, client) -> dict:
+        """Per worker, the output of the fused work submitted there last (by any solver or
+        simulation) while it is still running: the next solve's task there waits for it
+        (:func:`~daskflow.pencils.transport.wait_turn`)."""
+        return wait_turn(client, self.participants)
 
-    def remember(self, out: da.Array, pz: int) -> None:
-        """Keep one output block per worker of the solve just submitted (see :meth:`pending`)."""
+    def remember(self, client, out: da.Array, pz: int) -> None:
+        """Keep one output block per worker of the solve just submitted (to re-check the
+        communicator after a failure, and for the order of the next fused work)."""
         from distributed import futures_of
 
         self.previous = {chunk_owner(tuple(f.key[-2:]), self.workers, pz): f for f in futures_of(out)}
+        took_turn(client, self.previous)
 
 
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
@@ -157,7 +158,7 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
         algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
     if solver.granularity == "fused" and client is not None:
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
-                         state.pending())
+                         state.pending(client))
         g.state = state if state.comm != "mailbox" else None
         return g
     ex = DaskExecutor(plan_ref, token, owner)
@@ -211,7 +212,7 @@ def solve_dask(solver, b: da.Array) -> da.Array:
     with dask.annotate(**placement_annotations(g.placement, g.workers)):
         out = client.persist(out, optimize_graph=False)
     if g.state is not None:
-        g.state.remember(out, solver.plan.decomposition.pz)
+        g.state.remember(client, out, solver.plan.decomposition.pz)
     return out
 
 

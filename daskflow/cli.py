@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (imports, start-up)
         print("daskflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of the output went away (daskflow validate X | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _main(argv: list[str] | None) -> int:

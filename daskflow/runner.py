@@ -123,7 +123,21 @@ def validate(args) -> int:
         _check_writable(cfg["output"]["store"])
     print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
           f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
+    print(_resolved(cfg))
     return 0
+
+
+def _resolved(cfg: dict) -> str:
+    """The configuration as a run would use it (every default filled in), and the memory it needs."""
+    import yaml
+    from dask.utils import format_bytes
+
+    from daskflow import resources
+
+    per_worker, setup = resources.worker_bytes(cfg), resources.setup_bytes(cfg)
+    memory = (f"# memory: about {format_bytes(per_worker)} per worker (one pencil) during a time step, on the GPU "
+              f"when the run is on GPUs; {format_bytes(setup)} on this host to build the initial fields")
+    return f"{memory}\n{yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None).rstrip()}"
 
 
 def jobscript(args) -> int:

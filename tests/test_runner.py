@@ -289,3 +289,12 @@ def test_the_dashboard_link_of_the_embedded_cluster_serves_the_dashboard():
         with urllib.request.urlopen(client.dashboard_link, timeout=60, context=context) as response:
             page = response.read().decode(errors="replace")
     assert response.status == 200 and "bokeh" in page.lower() and "needs bokeh" not in page.lower()
+
+
+def test_validate_prints_the_resolved_configuration_and_the_memory_it_needs():
+    proc = _daskflow("validate", "channel-small")  # a shipped example, by name
+    assert proc.returncode == 0, proc.stderr
+    header, body = proc.stdout.split("\n", 1)
+    assert "valid" in header and "# memory: about" in body and "per worker" in body
+    resolved = yaml.safe_load(body)
+    assert resolved["grid"]["shape"] == [48, 32, 32] and resolved["cluster"]["comm"] == "auto"  # defaults filled

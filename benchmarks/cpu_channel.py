@@ -1,4 +1,4 @@
-"""CPU path of issue 7: a 128 x 64 x 64 turbulent channel step (explicit diffusion, float64) against
+"""The CPU time step: a 128 x 64 x 64 turbulent channel step (explicit diffusion, float64) against
 the seed's Fortran code on the same kind of machine (36 ms per step with 2 MPI ranks, 69 ms with 1;
 about 120 bytes per point). Prints ONE JSON document.
 
@@ -36,7 +36,7 @@ from emit import emit
 
 SHAPE = (128, 64, 64)
 FORTRAN = {"ms_per_step": {"1": 69.0, "2": 36.0}, "bytes_per_point": 120.0,
-           "source": "issue 7: the seed's Fortran code on the same machine (1 and 2 MPI ranks)"}
+           "source": "the seed's Fortran code, measured on the same kind of 2-core machine (1 and 2 MPI ranks)"}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "DASKFLOW_THREADS")
 # BLAS stays on one thread in every mode: the step's only BLAS call is a small matrix-vector product
 # per Poisson solve, and OpenBLAS's spinning helper threads took a core from the step (2 threads,

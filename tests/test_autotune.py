@@ -130,7 +130,8 @@ def test_simulation_in_process_resolves_auto(tmp_path, cache_dir):
     from daskflow import Simulation
     from daskflow.io import store
 
-    cfg = {"grid": {"shape": [8, 8, 8]}, "solver": {"pencils": "auto", "poisson": "auto"}, "time": {"steps": 1},
+    cfg = {"grid": {"shape": [8, 8, 8]}, "physics": {"nu": 0.01, "forcing": {"kind": "none"}},
+           "solver": {"pencils": "auto", "poisson": "auto"}, "time": {"steps": 1},
            "output": {"store": str(tmp_path / "s.zarr"), "checkpoint_every": 1}}
     sim = Simulation(cfg)
     assert sim.config["solver"]["pencils"] == [1, 1] and sim.config["solver"]["poisson"] == "ptdma"
@@ -169,9 +170,9 @@ def test_daskflow_run_with_auto(tmp_path):
     proc = daskflow("run", str(path), "--restart", "--steps", "1")  # same cluster shape: the checkpoint's choice
     assert proc.returncode == 0 and "kept from the checkpoint" in proc.stderr, proc.stderr
     assert store.root_config(str(tmp_path / "run.zarr"))["solver"] == solver
-    proc = daskflow("run", str(path), "--restart", "--steps", "1", "--cluster", "none")  # in process: one pencil
+    proc = daskflow("run", str(path), "--restart", "--steps", "3", "--cluster", "none")  # in process: one pencil
     assert proc.returncode == 0 and "pencils [1, 1]" in proc.stderr, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 3  # from the checkpoint of step 2
+    assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 3  # from the checkpoint of step 2 to step 3
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**cfg, "solver": {"pencils": "fastest"}}))
     proc = daskflow("validate", str(bad))

@@ -189,3 +189,14 @@ def test_a_restart_that_adds_slices_is_refused_before_it_runs(two_checkpoints):
     with pytest.raises(ValueError, match=r"config output.slices: .*store has no slices"):
         Simulation.restart(str(two_checkpoints), output={"slices": {"z": [0.5]}, "slices_every": 2})
     assert json.loads((two_checkpoints / "zarr.json").read_text())  # untouched, still readable
+
+
+def test_a_store_removed_during_a_run_is_reported_as_such(tmp_path):
+    import shutil
+
+    path = tmp_path / "gone.zarr"
+    sim = Simulation(_config(path)).run(steps=3)
+    shutil.rmtree(path)
+    with pytest.raises(StoreError, match=r"gone.zarr' failed at step \d+ \((it was removed|.*does not exist)\); "
+                                         r"the store is gone"):
+        sim.run(steps=6)

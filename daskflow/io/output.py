@@ -71,6 +71,8 @@ class NonFiniteState(RuntimeError):
 
 def last_checkpoint(path: str) -> str:
     """What a restart of ``path`` would start from, in words."""
+    if not store.exists(path):
+        return "the store is gone, and its checkpoints with it"
     try:
         slot = store.current_slot(path)
         clock = None if slot is None else store.read_clock(path, slot)
@@ -85,9 +87,11 @@ def store_errors(path: str, step: int):
     what a restart would start from."""
     try:
         yield
-    except OSError as exc:
-        raise StoreError(f"output store {path!r} failed at step {step} ({exc}); {last_checkpoint(path)}: free space "
-                         "or fix the store, then restart") from exc
+    except (OSError, KeyError) as exc:  # KeyError: zarr found a node of the store missing
+        reason = exc if isinstance(exc, OSError) else (
+            "it was removed" if not store.exists(path) else f"its node {exc} is missing")
+        raise StoreError(f"output store {path!r} failed at step {step} ({reason}); {last_checkpoint(path)}: free "
+                         "space or fix the store, then restart") from exc
 
 
 class Output:

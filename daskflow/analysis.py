@@ -81,11 +81,16 @@ def open_run(store: str | os.PathLike | Any) -> dict[str, xr.Dataset]:
     present (``fields``, ``slices``, ``profiles``, ``scalars`` and any other xarray group; a group
     that holds only sub-groups is opened per sub-group as ``"group/sub"``); ``checkpoint`` is
     skipped, missing groups are simply absent. The store's root attributes (``config``, ``grid``,
-    ``daskflow_version``) are copied into every dataset's ``attrs["run"]``.
+    ``daskflow_version``) are copied into every dataset's ``attrs["run"]``. A daskflow store is read
+    in its committed view: a store being written, or killed, opens with the records complete in all
+    their arrays.
     """
     import zarr
 
     root = zarr.open_group(_zarr_store(store), mode="r")
+    # the committed view of a daskflow store (records complete in all their arrays); stores without
+    # consolidated metadata are read as they are
+    consolidated = root.metadata.consolidated_metadata is not None
     run_attrs = dict(root.attrs.asdict())
     out: dict[str, xr.Dataset] = {}
 
@@ -94,7 +99,7 @@ def open_run(store: str | os.PathLike | Any) -> dict[str, xr.Dataset]:
         subgroups = sorted(group.group_keys())
         if has_arrays or not subgroups:
             try:
-                ds = xr.open_zarr(_zarr_store(store), group=path, consolidated=False, chunks={})
+                ds = xr.open_zarr(_zarr_store(store), group=path, consolidated=consolidated, chunks={})
             except Exception as exc:  # an unknown group need not be an xarray dataset
                 if path.split("/")[0] in XARRAY_GROUPS:
                     raise

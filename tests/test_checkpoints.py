@@ -131,6 +131,9 @@ def test_a_torn_record_never_survives_a_restart(two_checkpoints, reference):
     for name in ("step", "time", "dt"):
         scalars[name].resize((n + 1,))  # grown, never written: zeros
     assert scalars["step"][n] == 0
+    from daskflow import open_run
+
+    assert open_run(str(two_checkpoints))["scalars"].sizes["time"] == n  # readers see the committed records
     _assert_continues_like_the_reference(two_checkpoints, reference, step=8)
 
 

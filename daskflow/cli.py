@@ -107,7 +107,10 @@ def _report(args, grid: Grid, xp, residual: float, error: float, seconds: float,
 
 
 def _parser() -> argparse.ArgumentParser:
+    from daskflow import __version__
+
     parser = argparse.ArgumentParser(prog="daskflow", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"daskflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a configured simulation (YAML), on an embedded cluster by default")
     r.add_argument("config", help="YAML configuration file, or the name of a shipped example (channel-small)")

@@ -43,6 +43,7 @@ with the output and compared on restart; validating it again gives it back uncha
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import numbers
 import os
@@ -112,6 +113,13 @@ def _short(value) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
+def unknown_key(key, allowed) -> str:
+    """The message for an unknown key: the closest allowed key when one is close, and all of them."""
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key ({hint}allowed: {', '.join(sorted(map(str, allowed)))})"
+
+
 def _merge(defaults: dict, given: dict, path: str) -> dict:
     if not isinstance(given, dict):
         _fail(path or "(root)", f"must be a mapping, got {type(given).__name__}")
@@ -119,7 +127,7 @@ def _merge(defaults: dict, given: dict, path: str) -> dict:
     for key, value in given.items():
         where = f"{path}.{key_name(key)}" if path else key_name(key)
         if key not in defaults:
-            _fail(where, f"unknown key (allowed: {', '.join(sorted(defaults))})")
+            _fail(where, unknown_key(key, defaults))
         if isinstance(defaults[key], dict) and defaults[key] and key != "boundaries":
             out[key] = _merge(defaults[key], value if value is not None else {}, where)
         else:
@@ -185,13 +193,13 @@ def _boundaries(section) -> dict:
             for sub, entry in value.items():
                 where = f"boundaries.{key}.{sub}"
                 if sub not in allowed:
-                    _fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                    _fail(where, unknown_key(sub, allowed))
                 if sub in ("x", "y", "z"):
                     _choice(entry, BC_PAIRS, where)
                 else:
                     value[sub] = _vector(entry, 2, where)
         else:
-            _fail(f"boundaries.{key}", "unknown key (allowed: preset, u, v, w, p)")
+            _fail(f"boundaries.{key}", unknown_key(key, ("preset", "u", "v", "w", "p")))
     return section
 
 

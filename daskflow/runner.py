@@ -282,6 +282,7 @@ def _run(args, cfg: dict, client, stop: _Stop) -> int:
     if sim.autotune is not None:
         for line in sim.autotune.lines():
             print(line, file=sys.stderr)
+    print(run_header(sim, cfg), file=sys.stderr)
     until = cfg["time"]["end_time"]
     last = None if until is not None else sim.first_step + cfg["time"]["steps"]  # time.steps counts from the start
     segment = args.report_every or max(1, (last - sim.step if last else 200) // 20)
@@ -317,6 +318,17 @@ def _run(args, cfg: dict, client, stop: _Stop) -> int:
     summary = {"steps": sim.step, "time": sim.time, "dt": sim.dt, "store": sim.store, "stopped_by": stop.signal}
     print(json.dumps(summary))
     return 0
+
+
+def run_header(sim, cfg: dict) -> str:
+    """One line saying what runs: grid, viscosity and Reynolds number, pencils and solver, device,
+    store and how far."""
+    g, t, s = cfg["grid"], cfg["time"], sim.config["solver"]
+    nu = cfg["physics"]["nu"]
+    goal = f"to t = {t['end_time']:g}" if t["end_time"] is not None else f"to step {sim.first_step + t['steps']}"
+    return (f"daskflow run: {'x'.join(map(str, g['shape']))} cells, lengths {g['lengths']}, nu {nu:g} "
+            f"(1/nu = {1 / nu:.4g}), pencils {s['pencils']} {s['poisson']}, {sim.where}, "
+            f"store {sim.store or 'none'}, from step {sim.step} {goal}")
 
 
 def _reached(sim, until: float) -> bool:

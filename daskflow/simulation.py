@@ -473,6 +473,15 @@ class Simulation:
         return self._dask("p")
 
     @property
+    def where(self) -> str:
+        """Where the simulation computes: ``in process on <device>`` or ``<n> cpu|gpu workers``."""
+        from daskflow.backend import device_name
+
+        if self.client is None:
+            return f"in process on {device_name(self.xp)}"
+        return f"{len(self._workers)} {self._flow_plan.device} workers"
+
+    @property
     def time(self) -> float:
         return self.state.time
 

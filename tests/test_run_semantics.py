@@ -45,7 +45,9 @@ def _summary(proc) -> dict:
 
 def test_a_normal_end_keeps_the_final_state_and_a_restart_continues_bit_for_bit(tmp_path):
     config = _config(tmp_path, time={"steps": 7})
-    assert _summary(_daskflow("run", config, "--cluster", "none", cwd=tmp_path))["steps"] == 7
+    first = _daskflow("run", config, "--cluster", "none", cwd=tmp_path)
+    assert _summary(first)["steps"] == 7
+    assert "16x8x16 cells" in first.stderr and "in process" in first.stderr and "from step 0 to step 7" in first.stderr
     fields, clock = store.read_checkpoint(str(tmp_path / "run.zarr"))
     assert clock["step"] == 7  # the last step, although checkpoint_every is 5
     assert store.last_step(str(tmp_path / "run.zarr"), "fields") == 7  # and its fields

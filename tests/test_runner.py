@@ -298,3 +298,13 @@ def test_validate_prints_the_resolved_configuration_and_the_memory_it_needs():
     assert "valid" in header and "# memory: about" in body and "per worker" in body
     resolved = yaml.safe_load(body)
     assert resolved["grid"]["shape"] == [48, 32, 32] and resolved["cluster"]["comm"] == "auto"  # defaults filled
+
+
+def test_a_misspelled_key_gets_a_suggestion_and_the_version_is_reported():
+    from daskflow import __version__
+    from daskflow.config import load
+
+    with pytest.raises(ValueError, match=r"config grid.shpe: unknown key \(did you mean 'shape'\?"):
+        load({"grid": {"shpe": [8, 8, 8]}})
+    proc = _daskflow("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"daskflow {__version__}"

@@ -53,7 +53,7 @@ def _kill_when_writing(process: subprocess.Popen, output: Path, records: int) ->
         try:
             if marker.exists() and zarr.open_array(str(output / "scalars" / "time"), mode="r").shape[0] >= records:
                 break
-        except (OSError, ValueError, KeyError):  # the metadata is being replaced: look again
+        except Exception:  # noqa: BLE001 - the store is being created or its metadata replaced: look again
             pass
         try:
             process.wait(timeout=0.05)
@@ -91,8 +91,14 @@ def killed_stores(tmp_path_factory):
     for first in range(0, TRIALS, AT_ONCE):
         batch = [(root / f"run{n}.zarr", int(moments[n])) for n in range(first, min(first + AT_ONCE, TRIALS))]
         processes = [_start(config_file, output) for output, _ in batch]
-        for process, (output, records) in zip(processes, batch, strict=True):
-            _kill_when_writing(process, output, records)
+        try:
+            for process, (output, records) in zip(processes, batch, strict=True):
+                _kill_when_writing(process, output, records)
+        finally:  # whatever happened above, no trial outlives the test
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
         stores += [output for output, _ in batch]
     return stores
 

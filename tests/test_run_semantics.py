@@ -1,6 +1,7 @@
 """What ``daskflow run`` promises about the end of a run, restarts and stop requests (in
 subprocesses, the real CLI; every wait is for a step count, never a time)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -103,6 +104,20 @@ def test_slices_after_a_restart_have_no_duplicate_times(tmp_path):
     assert list(times) == list(range(1, 11))
 
 
+@contextlib.contextmanager
+def _running(command: list, cwd):
+    """A ``daskflow run`` in its own process group; killed on the way out if still running, so a
+    failed test leaves no 100000-step run behind."""
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
 def _committed_steps(path: Path) -> int:
     try:
         return xr.open_zarr(str(path), group="scalars")["step"].size
@@ -120,16 +135,15 @@ def test_sigterm_stops_after_the_current_step_whatever_the_segment(tmp_path, tar
     cluster = ["--cluster", "none"] if target == "command" else ["--cluster", "local", "--pencils", "1", "2"]
     command = [sys.executable, "-m", "daskflow", "run", str(config), *cluster, "--report-every", "100000",
                "--output", str(tmp_path / "mine.zarr")]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    while _committed_steps(tmp_path / "mine.zarr") < 3 and proc.poll() is None:
-        try:
-            proc.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            pass
-    seen = _committed_steps(tmp_path / "mine.zarr")
-    (proc.send_signal if target == "command" else lambda sig: os.killpg(proc.pid, sig))(signal.SIGTERM)
-    out, err = proc.communicate(timeout=HANG_GUARD)
+    with _running(command, tmp_path) as proc:
+        while _committed_steps(tmp_path / "mine.zarr") < 3 and proc.poll() is None:
+            try:
+                proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
+        seen = _committed_steps(tmp_path / "mine.zarr")
+        (proc.send_signal if target == "command" else lambda sig: os.killpg(proc.pid, sig))(signal.SIGTERM)
+        out, err = proc.communicate(timeout=HANG_GUARD)
     assert proc.returncode == 0, err
     assert "SIGTERM received" in err and "Traceback" not in err
     assert f"--output {tmp_path / 'mine.zarr'}" in err and "--restart" in err  # the resume hint keeps the overrides
@@ -171,18 +185,17 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_with_one_line(tmp_path, moment):
     2: the first record is committed): a clean exit (stopped before the first step, or after the
     current one with a checkpoint), no traceback, no store left without a step."""
     config = _config(tmp_path, time={"steps": 100000}, output={"checkpoint_every": 1})
-    proc = subprocess.Popen([sys.executable, "-m", "daskflow", "run", str(config), "--cluster", "local",
-                             "--pencils", "1", "2"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
     path = tmp_path / "run.zarr"
     reached = (lambda: True, lambda: (path / "zarr.json").exists(), lambda: _committed_steps(path) > 0)[moment]
-    while not reached() and proc.poll() is None:
-        try:
-            proc.wait(timeout=0.05)
-        except subprocess.TimeoutExpired:
-            pass
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=HANG_GUARD)
+    command = [sys.executable, "-m", "daskflow", "run", str(config), "--cluster", "local", "--pencils", "1", "2"]
+    with _running(command, tmp_path) as proc:
+        while not reached() and proc.poll() is None:
+            try:
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=HANG_GUARD)
     assert proc.returncode in (0, 130, -signal.SIGINT), err  # -SIGINT: before the interpreter ran any code
     assert "Traceback" not in err and "Error" not in err, err
     assert not path.exists() or store.has_checkpoint(str(path))

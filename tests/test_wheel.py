@@ -90,7 +90,9 @@ def venv(wheel, tmp_path_factory) -> Path:
     host = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")
             and not Path(p).resolve().is_relative_to(ROOT)]
     Path(site, "host-dependencies.pth").write_text("".join(f"{p}\n" for p in host))
-    install = ["install", "--no-deps", "--no-index", "--disable-pip-version-check", wheel]
+    # --ignore-installed: a daskflow installed on the host (pip install . in CI) is visible through the
+    # host paths and would otherwise count as already installed
+    install = ["install", "--no-deps", "--no-index", "--ignore-installed", "--disable-pip-version-check", wheel]
     # this interpreter's pip installs into the environment (pip >= 22.3); else the environment gets its own
     installed = _run([sys.executable, "-m", "pip", "--python", python, *install], cwd=env.parent)
     if installed.returncode != 0 and "--python" in installed.stderr:

@@ -193,6 +193,17 @@ class Simulation:
         self.first_step = self._first_step() if _restart else self.state.step
         if client is not None:
             self._connect(client, device)
+        if not _restart and self.store is not None and output["fields_every"]:
+            self._initial_fields()
+
+    def _initial_fields(self) -> None:
+        """The field snapshot of the initial state (the run's first record of ``fields``)."""
+        if self.client is None:
+            self._writer().fields(self.stepper, self.state)
+            return
+        from daskflow.ns.distributed import final_on_worker
+
+        self._pencils = self._submit(final_on_worker, True, False)
 
     @classmethod
     def restart(cls, store_path: str, client=None, **overrides) -> Simulation:

@@ -27,7 +27,12 @@ def _config(path, **time):
 
 
 def _open(path, group):
-    return xr.open_zarr(str(path), group=group, consolidated=False)
+    """A group as a user opens it (the store's consolidated, committed view; a warning fails the test)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return xr.open_zarr(str(path), group=group)
 
 
 def test_store_layout_opens_with_xarray(tmp_path):
@@ -42,8 +47,11 @@ def test_store_layout_opens_with_xarray(tmp_path):
     np.testing.assert_array_equal(fields["zf"], g.zf[1:])
     np.testing.assert_array_equal(fields["xf"], g.xf[1:])
     np.testing.assert_array_equal(fields["z"], g.zc)
-    assert list(fields["step"].values) == [3, 6] and fields["u"].dtype == np.float64
+    assert list(fields["step"].values) == [0, 3, 6] and fields["u"].dtype == np.float64
+    assert fields["time"].values[0] == 0.0  # the initial state is the first snapshot
     np.testing.assert_array_equal(fields["u"].isel(time=-1).values, to_numpy(sim.state.u))
+    assert fields["u"].attrs == {"long_name": "streamwise velocity", "units": "L T-1"}
+    assert fields["zf"].attrs["units"] == "L" and fields["time"].attrs["units"] == "T"
     scalars = _open(path, "scalars")
     assert list(scalars["step"].values) == [1, 2, 3, 4, 5, 6]
     assert float(scalars["div_max"].max()) < 1e-12
@@ -100,7 +108,7 @@ def test_kill_during_checkpoint_keeps_the_previous_one(tmp_path):
         np.testing.assert_array_equal(to_numpy(getattr(resumed.state, name)), to_numpy(getattr(straight.state, name)))
     steps = _open(path, "scalars")["step"].values
     assert list(steps) == list(range(1, 13))  # nothing lost, nothing duplicated
-    assert list(_open(path, "fields")["step"].values) == [3, 6, 9, 12]
+    assert list(_open(path, "fields")["step"].values) == [0, 3, 6, 9, 12]
 
 
 def test_distributed_run_writes_the_same_store(tmp_path):
@@ -248,7 +256,7 @@ def test_fsspec_url_store_and_shards(tmp_path):
     sim = Simulation(cfg).run(steps=8)
     assert store.current_slot(url) == "b"  # steps 4 then 8
     fields = xr.open_zarr(url, group="fields", consolidated=False)
-    assert list(fields["step"].values) == [3, 6] and np.isfinite(fields["u"].values).all()
+    assert list(fields["step"].values) == [0, 3, 6] and np.isfinite(fields["u"].values).all()
     assert zarr.open_group(url, mode="r")["fields"]["u"].shards is not None
     scalars = xr.open_zarr(url, group="scalars", consolidated=False)
     np.testing.assert_allclose(scalars["time"].values[-1], sim.time)

@@ -64,7 +64,7 @@ def test_a_normal_end_keeps_the_final_state_and_a_restart_continues_bit_for_bit(
                                     xr.open_zarr(str(reference / "run.zarr"), group=group).load())
     restarted = zarr.open_group(str(tmp_path / "run.zarr"), mode="r")["fields"]
     straight_fields = zarr.open_group(str(reference / "run.zarr"), mode="r")["fields"]
-    assert list(restarted["step"][...]) == [4, 7, 8, 12] and list(straight_fields["step"][...]) == [4, 8, 12]
+    assert list(restarted["step"][...]) == [0, 4, 7, 8, 12] and list(straight_fields["step"][...]) == [0, 4, 8, 12]
     np.testing.assert_array_equal(restarted["u"][-1], straight_fields["u"][-1])
 
 

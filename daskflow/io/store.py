@@ -5,8 +5,9 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
 * root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``,
   ``first_step`` (the step of the run's initial state), ``exchanges`` (the transport that ran);
 * ``fields``: ``u (time, xf, y, z)``, ``v (time, x, yf, z)``, ``w (time, x, y, zf)``,
-  ``p (time, x, y, z)`` and ``step (time)``; Zarr chunks tile the pencils (one writer per chunk:
-  the pencil itself for even splits, the common divisor of the pencil sizes for uneven ones);
+  ``p (time, x, y, z)`` and ``step (time)``, from the initial state on; Zarr chunks tile the
+  pencils (one writer per chunk: the pencil itself for even splits, the common divisor of the
+  pencil sizes for uneven ones);
 * ``profiles``: plane averages ``u, v, p, uu, vv, pp, uv`` on ``(time, z)`` and ``w, ww, uw, vw`` on
   ``(time, zf)``, plus ``step``;
 * ``scalars``: ``step, dt, cfl, div_max, bulk_velocity, tau_wall_bottom, tau_wall_top, re_tau,
@@ -34,8 +35,10 @@ drops whatever lies beyond the committed length (:func:`truncate_after`).
 ``output.shards: auto`` stores each snapshot as one shard per pencil (even splits), which keeps the
 object count low on object stores; chunks inside a shard stay small for reading.
 
-Coordinates hold the grid's exact positions: ``x, y, z`` cell centres, ``xf, yf, zf`` the upper faces
-of the cells (where the staggered components live; ``zf[-1]`` is the top wall).
+Every variable and coordinate carries CF-style ``long_name`` and ``units`` attributes
+(:func:`attributes`). Coordinates hold the grid's exact positions: ``x, y, z`` cell centres,
+``xf, yf, zf`` the upper faces of the cells (where the staggered components live; ``zf[-1]`` is
+the top wall).
 """
 
 from __future__ import annotations
@@ -58,6 +61,38 @@ PROFILES_CENTRES = ("u", "v", "p", "uu", "vv", "pp", "uv")
 PROFILES_FACES = ("w", "ww", "uw", "vw")
 FIELD_DIMS = {"u": ("xf", "y", "z"), "v": ("x", "yf", "z"), "w": ("x", "y", "zf"), "p": ("x", "y", "z")}
 SLOTS = ("a", "b")
+_POSITIONS = {"x": "streamwise", "y": "spanwise", "z": "wall-normal"}
+#: long_name of every stored variable (CF style; units are the configuration's, see :func:`attributes`)
+LONG_NAMES = {
+    **{a: f"{d} position of the cell centres" for a, d in _POSITIONS.items()},
+    **{f"{a}f": f"{d} position of the upper cell faces" for a, d in _POSITIONS.items()},
+    "time": "time", "step": "time step number",
+    "u": "streamwise velocity", "v": "spanwise velocity", "w": "wall-normal velocity",
+    "p": "kinematic pressure (pressure over density)",
+    "uu": "plane mean of u squared", "vv": "plane mean of v squared", "ww": "plane mean of w squared",
+    "pp": "plane mean of p squared", "uv": "plane mean of u v", "uw": "plane mean of u w", "vw": "plane mean of v w",
+    "dt": "time step", "cfl": "Courant number (advective)", "div_max": "largest absolute divergence of the velocity",
+    "bulk_velocity": "volume-averaged streamwise velocity",
+    "tau_wall_bottom": "kinematic wall shear stress at the bottom wall",
+    "tau_wall_top": "kinematic wall shear stress at the top wall",
+    "re_tau": "friction Reynolds number (half height)", "kinetic_energy": "mean kinetic energy per unit volume",
+}
+#: units of every stored variable as powers of the configuration's length (L) and time (T) units
+UNITS = {**dict.fromkeys(("x", "y", "z", "xf", "yf", "zf"), "L"), "time": "T", "dt": "T", "step": "1",
+         **dict.fromkeys(("u", "v", "w", "bulk_velocity"), "L T-1"),
+         **dict.fromkeys(("p", "uu", "vv", "ww", "pp", "uv", "uw", "vw", "kinetic_energy", "tau_wall_bottom",
+                          "tau_wall_top"), "L2 T-2"),
+         "pp": "L4 T-4", "div_max": "T-1", "cfl": "1", "re_tau": "1"}
+
+
+def attributes(name: str, group: str = "") -> dict:
+    """CF-style attributes of variable ``name``: ``long_name`` and ``units``. daskflow computes in the
+    units of its configuration (the lengths and ``nu`` given), so ``units`` names the powers of
+    length (L) and time (T) a variable carries, ``1`` for counts and dimensionless numbers."""
+    long_name = LONG_NAMES[name]
+    if group == "profiles" and name in ("u", "v", "w", "p"):
+        long_name = f"plane mean of the {long_name}"
+    return {"long_name": long_name, "units": UNITS[name]}
 
 
 def shards(pencil_chunks: tuple, setting: str) -> tuple[int, int] | None:
@@ -155,25 +190,27 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
 
     def axis_coords(group, names):
         for name in names:
-            group.create_array(name, data=coords[name], dimension_names=[name])
+            group.create_array(name, data=coords[name], dimension_names=[name], attributes=attributes(name))
 
     fields = root.create_group("fields")
     axis_coords(fields, coords)
     _time_axis(fields)
     for name, dims in FIELD_DIMS.items():
         fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, nx, y_chunk, z_chunk), dtype=dtype,
-                            dimension_names=["time", *dims], compressors=compressors,
+                            dimension_names=["time", *dims], compressors=compressors, attributes=attributes(name),
                             shards=None if sharded is None else (1, nx, *sharded))
     profiles = root.create_group("profiles")
     axis_coords(profiles, ("z", "zf"))
     _time_axis(profiles)
     for names, dim in ((PROFILES_CENTRES, "z"), (PROFILES_FACES, "zf")):
         for name in names:
-            profiles.create_array(name, shape=(0, nz), chunks=(64, nz), dtype="f8", dimension_names=["time", dim])
+            profiles.create_array(name, shape=(0, nz), chunks=(64, nz), dtype="f8", dimension_names=["time", dim],
+                                  attributes=attributes(name, "profiles"))
     scalars = root.create_group("scalars")
     _time_axis(scalars)
     for name in SCALARS[1:]:
-        scalars.create_array(name, shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"])
+        scalars.create_array(name, shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"],
+                             attributes=attributes(name))
     slices = config["output"].get("slices") or {}
     if slices:
         slice_root = root.create_group("slices")
@@ -183,7 +220,8 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
             group = slice_root.create_group(axis_name)
             kept = {name: dims for name, dims in coords.items() if name[0] != axis_name}
             axis_coords(group, kept)
-            group.create_array(axis_name, data=coords[axis_name][index], dimension_names=[axis_name])
+            group.create_array(axis_name, data=coords[axis_name][index], dimension_names=[axis_name],
+                               attributes=attributes(axis_name))
             _time_axis(group)
             for name, dims in FIELD_DIMS.items():
                 dims = tuple(axis_name if d[0] == axis_name else d for d in dims)
@@ -192,7 +230,8 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                 chunks = [nx, y_chunk, z_chunk]
                 chunks[axis] = 1
                 group.create_array(name, shape=(0, *shape), chunks=(1, *chunks), dtype=dtype,
-                                   dimension_names=["time", *dims], compressors=compressors)
+                                   dimension_names=["time", *dims], compressors=compressors,
+                                   attributes=attributes(name))
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
         prepare_slot(checkpoint, slot, grid.shape, checkpoint_chunks(pencil_chunks), dtype,
@@ -230,8 +269,10 @@ def slice_planes(grid: Grid, axis: int, planes) -> np.ndarray:
 
 
 def _time_axis(group) -> None:
-    group.create_array("time", shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"])
-    group.create_array("step", shape=(0,), chunks=(4096,), dtype="i8", dimension_names=["time"])
+    group.create_array("time", shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"],
+                       attributes=attributes("time"))
+    group.create_array("step", shape=(0,), chunks=(4096,), dtype="i8", dimension_names=["time"],
+                       attributes=attributes("step"))
 
 
 def append_records(group, records: list[dict]) -> None:

@@ -193,12 +193,18 @@ class _Stop:
 
     def __init__(self) -> None:
         self.signal: str | None = None
-        self.running = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
+        self.running = self.done = False
+        self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self) -> None:
+        """Put back the handlers there were before (``run`` may be called from Python)."""
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     def _handle(self, signum, frame) -> None:
         name = signal.Signals(signum).name
+        if self.done:
+            return
         if self.signal is not None:
             raise KeyboardInterrupt(name)
         self.signal = name
@@ -226,10 +232,11 @@ def resume_command(args) -> str:
 def run(args) -> int:
     cfg = _config(args)
     stop = _Stop()
-    created = None if args.restart else cfg["output"]["store"]  # a store this command creates
     try:
         with start_cluster(cfg["cluster"], _workers(cfg, args.restart)) as client:
-            return _run(args, cfg, client, stop)
+            code = _run(args, cfg, client, stop)
+        stop.done = True  # a signal while the cluster shuts down changes nothing now
+        return code
     except KeyboardInterrupt as interrupt:
         from daskflow.io.output import last_checkpoint
 
@@ -239,16 +246,17 @@ def run(args) -> int:
               file=sys.stderr)
         return 130
     finally:
-        if created is not None and not stop.running:
-            _discard_unstarted(created)
+        stop.restore()
+        if cfg["output"]["store"] and not args.restart and not stop.running:
+            _discard_unstarted(cfg["output"]["store"])
 
 
 def _discard_unstarted(store_path: str) -> None:
-    """Remove a store this command created when the run never started (a failed or interrupted
+    """Remove a store this process created when the run never started (a failed or interrupted
     start-up): it holds no step, and left in place it would block both a new run and a restart."""
     from daskflow.io import store
 
-    if not store.exists(store_path) or store.has_checkpoint(store_path):
+    if str(store_path) not in store.CREATED_HERE or not store.exists(store_path) or store.has_checkpoint(store_path):
         return
     if store.is_local(store_path):
         import shutil

@@ -148,6 +148,7 @@ def test_a_blow_up_keeps_the_last_finite_checkpoint(tmp_path):
 
     bad, kept = map(int, re.search(r"step (\d+).*step (\d+)", str(error.value)).groups())
     assert kept < bad
+    assert store.last_step(str(path), "scalars") == bad  # the records up to the blow-up are kept
     fields, clock = store.read_checkpoint(str(path))
     assert clock["step"] == kept and all(np.isfinite(value).all() for value in fields.values())
     other = "a" if clock["slot"] == "b" else "b"
@@ -203,3 +204,30 @@ def test_a_store_removed_during_a_run_is_reported_as_such(tmp_path):
     with pytest.raises(StoreError, match=r"gone.zarr' failed at step \d+ \((it was removed|.*does not exist)\); "
                                          r"the store is gone"):
         sim.run(steps=6)
+
+
+def test_a_read_error_is_not_taken_for_damage(two_checkpoints, monkeypatch):
+    """An I/O error while reading (not a missing or corrupt chunk) reaches the caller, and neither
+    slot is cleared for it."""
+    import zarr.core.array
+
+    original = zarr.core.array.Array.__getitem__
+
+    def failing(self, selection):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(zarr.core.array.Array, "__getitem__", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        store.read_checkpoint(str(two_checkpoints))
+    monkeypatch.setattr(zarr.core.array.Array, "__getitem__", original)
+    assert store.read_checkpoint(str(two_checkpoints))[1]["step"] == 8
+    assert store.read_clock(str(two_checkpoints), "a")["step"] == 4
+
+
+def test_a_store_this_process_did_not_create_is_never_discarded(tmp_path):
+    from daskflow.runner import _discard_unstarted
+
+    path = tmp_path / "theirs.zarr"
+    zarr.open_group(str(path), mode="w").attrs.update({"made": "elsewhere"})  # no checkpoint, not made here
+    _discard_unstarted(str(path))
+    assert path.exists()

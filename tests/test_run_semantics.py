@@ -154,6 +154,9 @@ def test_sigterm_stops_after_the_current_step_whatever_the_segment(tmp_path, tar
 
 
 def test_a_signal_is_acknowledged_and_a_second_one_stops_at_once(capsys):
+    before = signal.getsignal(signal.SIGTERM)
+    _Stop().restore()
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers are put back
     stop = _Stop()
     try:
         stop._handle(signal.SIGINT, None)  # during start-up: acknowledged, the run will not start

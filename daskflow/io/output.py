@@ -8,8 +8,8 @@ are copied to the host inside the worker's task). Nothing passes through the cli
 
 The small records (scalars, profiles) are buffered on ``rank0`` and appended in blocks: one resize
 and one write per array for many records instead of per step. ``rank0`` commits the store
-(:func:`daskflow.io.store.commit`: what readers see) after every field snapshot, slice record and
-checkpoint, when :data:`FLUSH_RECORDS` records or :data:`FLUSH_SECONDS` have gone by, and at the end
+(:func:`daskflow.io.store.commit`: what readers see) after every field snapshot and slice record,
+before every checkpoint, when :data:`FLUSH_RECORDS` records or :data:`FLUSH_SECONDS` have gone by, and at the end
 of every run segment (:meth:`Output.finish`). A checkpoint is written only from a finite state.
 """
 
@@ -238,6 +238,8 @@ class Output:
         domain = stepper.domain
         finite = all(bool(array_module(a).isfinite(a).all()) for a in (state.u, state.v, state.w, state.p))
         if domain.allreduce(0.0 if finite else 1.0, "max") > 0.0:  # one small round, on checkpoint steps only
+            if domain.rank0:
+                self.flush(commit=True)  # the records up to the blow-up are kept: they show how it came
             raise NonFiniteState(f"the flow is no longer finite at step {state.step}: no checkpoint is written; "
                                  f"{last_checkpoint(self.path)}")
         slot = store.next_slot(self.path)

@@ -166,14 +166,19 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
         raise ValueError(f"config output.store: {path!r} already exists; choose a new store or restart from it")
     if not is_local(path):
         _build(path, config, grid, pencil_chunks, version, first_step)
-        return
-    final = Path(str(path).removeprefix("file://"))
-    building = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.creating")
-    try:
-        _build(str(building), config, grid, pencil_chunks, version, first_step)
-        os.rename(building, final)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+    else:
+        final = Path(str(path).removeprefix("file://"))
+        building = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.creating")
+        try:
+            _build(str(building), config, grid, pencil_chunks, version, first_step)
+            os.rename(building, final)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    CREATED_HERE.add(str(path))
+
+
+#: stores this process created (only those may be removed after a start that failed)
+CREATED_HERE: set[str] = set()
 
 
 def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int) -> None:
@@ -410,7 +415,7 @@ def read_checkpoint(path: str) -> tuple[dict, dict]:
     for slot in order:
         try:
             fields, clock = _read_slot(path, slot)
-        except (CheckpointError, OSError, ValueError, KeyError) as exc:
+        except CheckpointError as exc:  # verified damage (other errors are not the slot's: they propagate)
             problems.append(f"slot {slot}: {exc}")
             continue
         clock["slot"] = slot
@@ -483,14 +488,19 @@ def _read_slot(path: str, slot: str) -> tuple[dict, dict]:
         except (OSError, ValueError, KeyError) as exc:
             raise CheckpointError(f"{where}/{name}/zarr.json cannot be read ({type(exc).__name__})") from exc
         out = np.empty(array.shape, dtype=array.dtype)
+        # checksummed slots have every chunk written (write_empty_chunks), so a missing one is damage;
+        # slots of older stores may lack all-zero chunks
+        complete = any(isinstance(codec, zarr.codecs.Crc32cCodec) for codec in array.compressors)
         for index in np.ndindex(*array.cdata_shape):
             key = array.metadata.encode_chunk_key(index)
-            if not sync(array.store_path.store.exists(f"{array.path}/{key}")):
+            if complete and not sync(array.store_path.store.exists(f"{array.path}/{key}")):
                 raise CheckpointError(f"{where}/{name}/{key} is missing")
             region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, array.chunks, array.shape,
                                                                                   strict=True))
             try:
                 out[region] = array[region]
+            except (MemoryError, OSError):  # not damage of the slot: nothing is cleared for it
+                raise
             except Exception as exc:  # a checksum mismatch, a truncated or undecodable chunk
                 raise CheckpointError(f"{where}/{name}/{key} is damaged ({type(exc).__name__}: {exc})") from exc
         fields[name] = out
@@ -514,6 +524,8 @@ def truncate_after(path: str, step: int) -> None:
     """Drop the time records after ``step`` and any record that was never committed (what a crashed
     run wrote past its checkpoint, or half-wrote), so a restart neither loses, duplicates nor trusts
     a torn record; then commit."""
+    from zarr.core.sync import sync
+
     committed, live = _committed(path), open_for_write(path)
     for name in time_groups(committed):
         n = committed[name]["time"].shape[0]
@@ -523,7 +535,9 @@ def truncate_after(path: str, step: int) -> None:
         for array_name in group.array_keys():
             array = group[array_name]
             if array.metadata.dimension_names and array.metadata.dimension_names[0] == "time":
-                array.resize((keep, *array.shape[1:]))
+                # chunks past the new end stay until overwritten: deleting them before the commit
+                # would put fill values inside the committed length for a reader meanwhile
+                sync(array._async_array.resize((keep, *array.shape[1:]), delete_outside_chunks=False))
     commit(path)
 
 
@@ -531,8 +545,8 @@ def record_exchanges(path: str, comm: str, workers: int) -> None:
     """Note in the store which transport carried the pencils' exchanges (``cluster.comm`` as
     resolved on the cluster: ``auto`` becomes ``nccl`` or ``mailbox``) and over how many workers;
     a restart on another cluster records its own."""
-    open_for_write(path).attrs.update({"exchanges": {"comm": comm, "workers": workers}})
-    commit(path)
+    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers}})  # keeps the
+    commit(path)  # committed view: the root is rewritten with its consolidated metadata
 
 
 def first_step(path: str) -> int:

@@ -388,15 +388,18 @@ def wait_turn(client, workers: Sequence[str]) -> dict:
     communicators (and a GPU's NCCL queue), so it has to reach every worker in one order, whichever
     solver or simulation submitted it; their exchanges would mix otherwise."""
     last = _LAST_FUSED.setdefault(client.id, {})
-    for worker in [w for w, future in last.items() if future.status != "pending"]:
-        del last[worker]  # done (or failed): nothing to wait for, and its data is not held here
-    return {w: last[w] for w in workers if w in last}
+    pending = {w: future for w, future in list(last.items()) if future.status == "pending"}  # a copy: done
+    return {w: pending[w] for w in workers if w in pending}  # callbacks remove entries meanwhile
 
 
 def took_turn(client, outputs: dict) -> None:
     """Record ``outputs`` (worker -> a future of fused work just submitted there) for
-    :func:`wait_turn`."""
-    _LAST_FUSED.setdefault(client.id, {}).update(outputs)
+    :func:`wait_turn`; each is forgotten as soon as it is done, so no data is held here."""
+    last = _LAST_FUSED.setdefault(client.id, {})
+    last.update(outputs)
+    for worker, future in outputs.items():
+        future.add_done_callback(lambda done, worker=worker: last.pop(worker, None) if last.get(worker) is done
+                                 else None)
 
 
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:

@@ -98,10 +98,13 @@ def check_restart(store_path: str, config: dict) -> None:
         if old != new:
             raise ValueError(f"restart: config {'.'.join(path)} is {new!r}, the store's run has {old!r}; a restart "
                              "continues the same flow: only the decomposition, cluster, time and output may change")
-    missing = store.missing_slices(store_path, config["output"]["slices"])
-    if missing:
-        raise ValueError(f"config output.slices: the store has no slices along {', '.join(missing)} (it was "
-                         "created without them); restart without those slices, or start a new store")
+    g = config["grid"]
+    grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
+    unmatched = store.unmatched_slices(store_path, config["output"]["slices"], grid)
+    if unmatched:
+        raise ValueError(f"config output.slices: the store has no slices along {', '.join(unmatched)} at these "
+                         "planes (it was created without them, or with others); restart with the store's slices, "
+                         "or start a new store")
 
 
 class WorkerLost(RuntimeError):

@@ -449,11 +449,18 @@ def last_step(path: str, group: str) -> int | None:
     return int(steps[steps.shape[0] - 1]) if steps.shape[0] else None
 
 
-def missing_slices(path: str, slices: dict) -> list[str]:
-    """The slice axes of ``slices`` (``output.slices``) that the store has no group for."""
+def unmatched_slices(path: str, slices: dict, grid: Grid) -> list[str]:
+    """The slice axes of ``slices`` (``output.slices``) the store cannot hold: no group for the axis,
+    or other planes than the ones it stores (compared as the cell centres they select)."""
     root = _committed(path)
-    have = set(root["slices"].group_keys()) if "slices" in root else set()
-    return sorted(set(slices or {}) - have)
+    have = root["slices"] if "slices" in root else {}
+    out = []
+    for axis_name, planes in (slices or {}).items():
+        axis = "xyz".index(axis_name)
+        wanted = (grid.xc, grid.yc, grid.zc)[axis][slice_planes(grid, axis, planes)]
+        if axis_name not in have or not np.array_equal(have[axis_name][axis_name][...], wanted):
+            out.append(axis_name)
+    return sorted(out)
 
 
 def _quiet_clock(path: str, slot: str) -> dict | None:

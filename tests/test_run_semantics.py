@@ -182,14 +182,15 @@ def test_a_failed_start_leaves_no_store_behind(tmp_path):
     assert _summary(_daskflow("run", config, "--cluster", "none", cwd=tmp_path))["steps"] == 2
 
 
-@pytest.mark.parametrize("moment", [0, 1, 2])
+@pytest.mark.parametrize("moment", [1, 2])
 def test_ctrl_c_at_any_moment_of_start_up_exits_with_one_line(tmp_path, moment):
-    """SIGINT once the process has got as far as ``moment`` (0: right away, 1: the store exists,
-    2: the first record is committed): a clean exit (stopped before the first step, or after the
-    current one with a checkpoint), no traceback, no store left without a step."""
+    """SIGINT once the process has got as far as ``moment`` (1: the store exists, 2: the first
+    record is committed): a clean exit (stopped before the first step, or after the current one with
+    a checkpoint), no traceback, no store left without a step. (A SIGINT before the interpreter has
+    imported its own ``site`` module ends in CPython's fatal error, before any daskflow code runs.)"""
     config = _config(tmp_path, time={"steps": 100000}, output={"checkpoint_every": 1})
     path = tmp_path / "run.zarr"
-    reached = (lambda: True, lambda: (path / "zarr.json").exists(), lambda: _committed_steps(path) > 0)[moment]
+    reached = {1: lambda: (path / "zarr.json").exists(), 2: lambda: _committed_steps(path) > 0}[moment]
     command = [sys.executable, "-m", "daskflow", "run", str(config), "--cluster", "local", "--pencils", "1", "2"]
     with _running(command, tmp_path) as proc:
         while not reached() and proc.poll() is None:
@@ -199,6 +200,6 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_with_one_line(tmp_path, moment):
                 pass
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=HANG_GUARD)
-    assert proc.returncode in (0, 130, -signal.SIGINT), err  # -SIGINT: before the interpreter ran any code
+    assert proc.returncode in (0, 130), err
     assert "Traceback" not in err and "Error" not in err, err
     assert not path.exists() or store.has_checkpoint(str(path))

@@ -31,7 +31,8 @@ def exchange_task(comm, workers: list[str], mib: int, rounds: int) -> dict:
     import cupy
     from distributed import get_worker
 
-    from daskflow.pencils.direct import collective, exchange_timeout, gpu_switch_interval
+    from daskflow.pencils.direct import collective, gpu_switch_interval
+    from daskflow.pencils.link import exchange_timeout
     from daskflow.pencils.transport import communicator
 
     worker = get_worker()

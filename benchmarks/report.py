@@ -377,7 +377,7 @@ and MPI-like exchanges ({1e6 * m.exchange_latency:.0f} µs + {1e6 * m.peer_laten
 assumed; no Dask overhead). These are daskflow's algorithms on the paper's hardware, not CaNS: the
 home layout is x-pencils (CaNS starts FTM from z-pencils, which costs it extra transposes), z groups
 sit inside a node (round-robin owners), and the z-implicit diffusion runs on the x-pencils with an
-all-gather of the boundary rows of the column group (`ChunkDomain.implicit_z`); `sliced` is a variant
+all-gather of the boundary rows of the column group (`FlowDomain.implicit_z`); `sliced` is a variant
 that gathers them into column slices like the Poisson P-TDMA. The paper's figures are not in its text
 source, so only the numbers its text states can be compared.
 

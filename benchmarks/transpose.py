@@ -132,7 +132,8 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
     from distributed import wait
 
     from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
-    from daskflow.pencils.graph import DaskExecutor, chunk_owner, placement_annotations
+    from daskflow.pencils.graph import DaskExecutor, placement_annotations
+    from daskflow.pencils.layout import chunk_owner
     from daskflow.pencils.transport import make_comm
     from daskflow.poisson import algorithms
 

@@ -3,6 +3,7 @@
 from daskflow.grid import Grid
 from daskflow.poisson import HelmholtzSolver, PoissonSolver
 from daskflow.simulation import Simulation
+from daskflow.version import __version__
 
 
 def open_run(store):
@@ -12,14 +13,4 @@ def open_run(store):
     return _open_run(store)
 
 
-def _installed_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("daskflow")
-    except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
-        return "0+unknown"
-
-
-__version__ = _installed_version()
 __all__ = ["Grid", "HelmholtzSolver", "PoissonSolver", "Simulation", "__version__", "open_run"]

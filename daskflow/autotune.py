@@ -134,13 +134,16 @@ def _timed_solves(algorithm, plan, run_id: str, workers: list[str], pz: int, inp
     go straight to the peers, one secession from the thread pool for all solves."""
     from distributed import get_worker
 
-    from daskflow.pencils.direct import DirectExecutor, collective
-    from daskflow.pencils.graph import chunk_owner
+    from daskflow.pencils.direct import collective
+    from daskflow.pencils.executor import DirectExecutor
+    from daskflow.pencils.layout import chunk_owner
+    from daskflow.pencils.link import exchange_timeout
+    from daskflow.pencils.transport import MailboxTransport
 
     worker = get_worker()
     owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
-    ex = DirectExecutor(plan, worker, run_id, owner)
+    ex = DirectExecutor(plan, worker.address, run_id, owner, MailboxTransport(worker, exchange_timeout()))
     times = []
     with collective(worker, run_id, workers) if len(workers) > 1 else nullcontext():
         for _ in range(warmup + repeats):
@@ -164,8 +167,7 @@ class _ClusterCandidate:
 
     def __init__(self, client, grid: Grid, bc, stagger: str, dtype: str, pencils, method: str, device: str,
                  inputs: dict) -> None:
-        from daskflow.pencils.graph import chunk_owner
-        from daskflow.pencils.layout import pencil_chunks
+        from daskflow.pencils.layout import chunk_owner, pencil_chunks
         from daskflow.poisson import PoissonSolver, algorithms, stages
         from daskflow.poisson.distributed import cluster_state
 
@@ -326,7 +328,7 @@ def cache_path() -> Path:
 
 def cache_key(grid: Grid, bc, dtype, cands, cluster: dict, stagger: str = STAGGER) -> dict:
     """See the module docstring (lengths and stretching are deliberately not part of it)."""
-    from daskflow import __version__
+    from daskflow.version import __version__
 
     return {"cache_version": CACHE_VERSION, "daskflow": __version__, "grid": list(grid.shape),
             "bc": list(bc), "stagger": stagger, "dtype": str(np.dtype(dtype)),
@@ -467,3 +469,23 @@ def autotune(grid: Grid, bc=("PP", "PP", "NN"), dtype="float64", client=None, pe
 def _log(result: AutotuneResult) -> None:
     for line in result.lines():
         logger.info(line)
+
+
+def tuned_solver(grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", dtype="float64", client=None,
+                 pencils="auto", method="auto", device: str = "auto", alpha: float | None = None, **solver_args):
+    """A :class:`~daskflow.poisson.PoissonSolver` (with ``alpha``: a
+    :class:`~daskflow.poisson.HelmholtzSolver`) with the ``pencils`` and ``method`` that
+    :func:`autotune` picks where they are ``"auto"``; the choice is the solver's ``autotune``
+    attribute. ``solver_args`` go to the solver (``granularity``, ``comm``)."""
+    from daskflow.bc import Boundaries
+    from daskflow.poisson import HelmholtzSolver, PoissonSolver
+
+    b = Boundaries.parse(bc, stagger)
+    result = autotune(grid, b.bc, dtype, client, pencils, method, device, stagger="".join(b.stagger))
+    solver_args["device"] = None if device == "auto" else device
+    if alpha is None:
+        solver = PoissonSolver(grid, bc, stagger, result.method, result.pencils, dtype, **solver_args)
+    else:
+        solver = HelmholtzSolver(grid, bc, stagger, alpha, result.method, result.pencils, dtype, **solver_args)
+    solver.autotune = result
+    return solver

@@ -6,7 +6,7 @@ What the model counts is read off the code, not assumed:
   transposes (``pz > 1``), y->x transpose (``py > 1``); P-TDMA (``pz > 1``) = x->y, a gather of the
   reduced-system boundary rows into ``R = min(pz, nys)`` column slices per x group, the scatter of
   the solved rows back, y->x. ``pz = 1`` runs FTM (plain Thomas) for both methods.
-* Time step (:mod:`daskflow.ns.stepper`, :class:`daskflow.ns.domain.ChunkDomain`): 3 RK substeps,
+* Time step (:mod:`daskflow.ns.stepper`, :class:`daskflow.ns.domain.FlowDomain`): 3 RK substeps,
   each with 4 halo pads (velocity, pressure, predicted velocity, pressure correction; one y and one
   z exchange each), one Poisson solve, with z-implicit diffusion three z-solves (all-gather of the
   boundary rows inside the column group when ``pz > 1``, nothing otherwise) and one bulk-velocity
@@ -335,7 +335,7 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
                    zsolve: str = "allgather") -> list[Exchange]:
     """The exchanges of one substep of the channel step besides the Poisson solve (halos, z-solves,
     the bulk-velocity all-reduce); ``cfl`` adds the per-step CFL all-reduce (count it once a step).
-    ``zsolve``: ``"allgather"`` (what :meth:`ChunkDomain.implicit_z` does) or ``"sliced"`` (a
+    ``zsolve``: ``"allgather"`` (what :meth:`FlowDomain.implicit_z` does) or ``"sliced"`` (a
     variant that gathers the boundary rows into column slices like the Poisson P-TDMA)."""
     itemsize = np.dtype(dtype).itemsize
     lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize)
@@ -345,15 +345,15 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
     out = []
 
     def halo(fields):
-        """One halo exchange as :meth:`ChunkDomain.pad_many` makes it: y faces ``(nx+2) nz_q``, z faces
+        """One halo exchange as :meth:`FlowDomain.pad_many` makes it: y faces ``(nx+2) nz_q``, z faces
         ``(nx+2) ny_p`` and edge lines ``nx+2`` from the diagonal neighbours, per field."""
-        from daskflow.ns.domain import OFFSETS, _neighbour
+        from daskflow.pencils.halo import OFFSETS, neighbour
 
         pieces = {}
         for p in range(py):
             for q in range(pz):
                 for oy, oz in OFFSETS:
-                    s = _neighbour((p, q), (oy, oz), (py, pz), (periodic[1], periodic[2]))
+                    s = neighbour((p, q), (oy, oz), (py, pz), (periodic[1], periodic[2]))
                     if s is None:
                         continue
                     size = (nx + 2) * (nz_q[q] if oz == 0 else ny_p[p] if oy == 0 else 1)

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 
 #: stepper-visible domain methods and the phase each is charged to
 PHASES = {"pad_velocity": "halo", "pad_and_reduce": "halo", "pad": "halo", "solve_pressure": "poisson",
-          "implicit_z": "implicit", "implicit_xyz": "implicit", "allreduce": "reduction"}
+          "implicit_z": "implicit", "implicit_xyz": "implicit", "allreduce": "reduction",
+          "allreduce_many": "reduction"}
 
 
 def phases_enabled() -> bool:

@@ -5,12 +5,14 @@
     sim.u, sim.v, sim.w, sim.p          # Dask arrays, logical shape (nx, ny, nz)
     sim.time, sim.step, sim.dt
 
-The configuration schema is :mod:`daskflow.config`. Without a client, fields are stored on the
-device chosen by ``solver.device`` (CuPy on a GPU, NumPy otherwise) and advanced in this process
-by the RK3 projection stepper of :mod:`daskflow.ns.stepper` (the pressure and implicit solves use
-``solver.poisson`` and emulate ``solver.pencils``). With a ``distributed`` client, every worker owns
-one pencil (``py * pz`` must equal the number of workers) and each ``run`` is one task per worker
-that advances its pencil, exchanging halos and solver pieces directly with the other workers
+The configuration schema is :mod:`daskflow.config`. Every pencil of ``solver.pencils`` is owned
+by one participant that runs the bodies of :mod:`daskflow.ns.runs` on a
+:class:`~daskflow.ns.domain.FlowDomain`. Without a client, fields are stored on the device chosen
+by ``solver.device`` (CuPy on a GPU, NumPy otherwise) and advanced in this process: one pencil by
+this thread, several by a :class:`~daskflow.pencils.team.Team` of threads that exchange halos and
+solver pieces exactly as workers do. With a ``distributed`` client, every worker owns one pencil
+(``py * pz`` must equal the number of workers) and each ``run`` is one task per worker that
+advances its pencil, exchanging pieces directly with the other workers
 (:mod:`daskflow.ns.distributed`).
 """
 
@@ -30,11 +32,13 @@ from daskflow.backend import cupy_or_none, to_numpy
 from daskflow.config import load
 from daskflow.grid import Grid
 from daskflow.ns import boundaries as nsb
-from daskflow.ns import initial
-from daskflow.ns.domain import LocalDomain
+from daskflow.ns import initial, runs
+from daskflow.ns.domain import FlowDomain, FlowPlan, wall_face
 from daskflow.ns.stepper import State, Stepper
+from daskflow.pencils.executor import Member
 from daskflow.pencils.graph import live_workers, scatter_per_worker
 from daskflow.pencils.layout import pencil_chunks
+from daskflow.pencils.team import Team
 
 
 def check(config: dict) -> None:
@@ -143,7 +147,7 @@ def _clock(pencil: dict) -> tuple:
 def _raise_root_cause(futures: list) -> None:
     """Raise the error of a failed run: the task that failed first, not the peers it aborted (whose
     error only says that a peer failed)."""
-    from daskflow.pencils.transport import PeerAborted
+    from daskflow.pencils.link import PeerAborted
 
     errors = [f.exception() for f in futures if f.status == "error"]
     if errors:
@@ -170,10 +174,6 @@ class Simulation:
         self.xp = gpu or np
         self.client = client
         s = cfg["solver"]
-        domain = LocalDomain(self.grid, self.boundaries, s["poisson"], tuple(s["pencils"]), s["dtype"])
-        physics = cfg["physics"]
-        self.stepper = Stepper(domain, physics["nu"], physics["forcing"], cfg["time"]["implicit_diffusion"],
-                               physics["advection"])
         if client is not None:
             self.xp = np  # initial fields are built on the host, then scattered as pencils
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
@@ -182,13 +182,16 @@ class Simulation:
         self._runs = 0
         output = cfg["output"]
         self.store = output["store"]
+        self._flow_plan = self._make_plan("cpu" if self.xp is np else "gpu")  # a cluster's: in _connect
+        self._team: Team | None = None
+        self._steppers: list[Stepper] = []
         if _restart:
             self._load_checkpoint()
         else:
             self._initial()
             if self.store is not None:
-                from daskflow import __version__
                 from daskflow.io import store
+                from daskflow.version import __version__
 
                 store.create(self.store, self.config, self.grid, pencil_chunks(self.grid.shape, s["pencils"]),
                              __version__, first_step=self.state.step)
@@ -202,7 +205,7 @@ class Simulation:
     def _initial_fields(self) -> None:
         """The field snapshot of the initial state (the run's first record of ``fields``)."""
         if self.client is None:
-            self._writer().fields(self.stepper, self.state)
+            self._in_process(lambda stepper, state: runs.writer_for(self._flow_plan).fields(stepper, state))
             return
         from daskflow.ns.distributed import final_on_worker
 
@@ -295,12 +298,63 @@ class Simulation:
 
     # ------------------------------------------------------------------ cluster
 
-    def _connect(self, client, device: str) -> None:
+    def _make_plan(self, device: str) -> FlowPlan:
+        """What every participant needs to step its pencil on ``device`` (``cpu`` or ``gpu``)."""
         from daskflow.bc import Boundaries
-        from daskflow.ns.distributed import FlowPlan
+        from daskflow.poisson.plan import SpectralPlan
+
+        cfg = self.config
+        s, physics = cfg["solver"], cfg["physics"]
+        pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s["poisson"],
+                                tuple(s["pencils"]), np.dtype(s["dtype"]))
+        return FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
+                        cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
+                        cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
+
+    # ------------------------------------------------------------------ in process
+
+    @property
+    def stepper(self) -> Stepper:
+        """The stepper of the first in-process participant (the whole field with one pencil)."""
+        return self._local_steppers()[0]
+
+    def _local_steppers(self) -> list[Stepper]:
+        """One stepper per pencil, each on its participant's domain (made at the first use)."""
+        if self._team is None:
+            py, pz = self.config["solver"]["pencils"]
+            team = Team(py * pz)
+            members = [Member(me, team.members, pz, team.transports[me], "local") for me in team.members]
+            self._steppers = [runs.stepper_for(self._flow_plan, FlowDomain(self._flow_plan, m)) for m in members]
+            self._team = team
+        return self._steppers
+
+    def _in_process(self, body: Callable[[Stepper, State], Any]) -> list:
+        """``body(stepper, state)`` for every in-process participant; returns their results. One
+        pencil is the whole field (no copy); with several, the fields are cut into pencils for the
+        team and put back together after it."""
+        steppers = self._local_steppers()
+        if len(steppers) == 1:
+            return [body(steppers[0], self.state)]
+        xp, st = self.xp, self.state
+        states = []
+        for stepper in steppers:
+            region = stepper.domain.region
+            fields = [xp.asfortranarray(getattr(st, name)[region]) for name in runs.FIELDS]
+            states.append(State(*fields, st.time, st.step, st.dt, [], st.forcing_gradient))
+        try:
+            return self._team.run(lambda i: body(steppers[i], states[i]))
+        finally:  # the pencils as far as they got (every step is collective: all reach the same step unless one fails)
+            for stepper, state in zip(steppers, states, strict=True):
+                for name in runs.FIELDS:
+                    getattr(st, name)[stepper.domain.region] = getattr(state, name)
+            st.time, st.step, st.dt = states[0].time, states[0].step, states[0].dt
+            st.forcing_gradient = states[0].forcing_gradient
+
+    # ------------------------------------------------------------------ cluster
+
+    def _connect(self, client, device: str) -> None:
         from daskflow.pencils.direct import ensure_mailboxes
         from daskflow.pencils.transport import choose_comm
-        from daskflow.poisson.plan import SpectralPlan
 
         cfg = self.config
         s = cfg["solver"]
@@ -311,12 +365,7 @@ class Simulation:
                              f"(one pencil per worker); the cluster has {len(self._workers)}")
         if device == "auto":
             device = "gpu" if all(client.run(_has_gpu).values()) else "cpu"
-        pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s["poisson"],
-                                (py, pz), np.dtype(s["dtype"]))
-        physics = cfg["physics"]
-        self._flow_plan = FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
-                                   cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
-                                   cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
+        self._flow_plan = self._make_plan(device)
         ensure_mailboxes(client)
         self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
         self.comm = choose_comm(client, self._workers, cfg["cluster"]["comm"], device)  # the exchanges' transport
@@ -327,7 +376,7 @@ class Simulation:
             store.record_exchanges(self.store, self.comm, len(self._workers))
 
     def _owner(self, key) -> str:
-        from daskflow.pencils.graph import chunk_owner
+        from daskflow.pencils.layout import chunk_owner
 
         return chunk_owner(key, self._workers, self.config["solver"]["pencils"][1])
 
@@ -421,8 +470,10 @@ class Simulation:
             if value.shape != self.grid.shape:
                 raise ValueError(f"set(): {name} must have shape {self.grid.shape}, got {value.shape}")
             setattr(self.state, name, self._array(value))
-        for i, name in enumerate(("u", "v", "w")):
-            setattr(self.state, name, self.stepper.domain.keep_walls(getattr(self.state, name), i))
+        for i, name in enumerate(("u", "v", "w")):  # the stored upper wall faces hold the wall values
+            bc = self.boundaries.components[i]
+            if bc.pairs[i] != "PP":
+                setattr(self.state, name, wall_face(getattr(self.state, name), i, bc))
 
     def _initial(self) -> None:
         ini, physics = self.config["initial"], self.config["physics"]
@@ -515,16 +566,14 @@ class Simulation:
         ``time.end_time`` when set); the last step is shortened to land on ``until``. ``stop``:
         polled while the run goes on; once it returns True the run ends after the current step
         (every pencil at the same step)."""
-        from daskflow.ns.distributed import advance, run_on_worker
+        from daskflow.ns.distributed import run_on_worker
 
         t = self.config["time"]
         until = until if until is not None else (t["end_time"] if steps is None else None)
         steps = steps if steps is not None else (None if until is not None else t["steps"])
         if self.client is None:
-            writer = self._writer()
-            advance(self.config["time"], self.stepper, self.state, steps, until, writer, stop)
-            if writer is not None:
-                writer.finish(self.state.step)
+            self._in_process(lambda stepper, state: runs.advance_pencil(self._flow_plan, stepper, state, steps, until,
+                                                                        stop))
             return self
         target = None if steps is None else self.state.step + steps
         failures = 0
@@ -566,19 +615,12 @@ class Simulation:
         self._pencils = None  # the pencils are gone: the checkpoint replaces them
         self._load_checkpoint()
 
-    def _writer(self):
-        if self.store is None:
-            return None
-        from daskflow.io.output import Output
-
-        return Output(self.store, self.config["output"], self.config["physics"]["nu"])
-
     def checkpoint(self) -> None:
         """Write a checkpoint of the current state now (needs ``output.store``)."""
         if self.store is None:
             raise ValueError("checkpoint(): config output.store is not set")
         if self.client is None:
-            self._writer().checkpoint(self.stepper, self.state)
+            self._in_process(lambda stepper, state: runs.write_checkpoint(self._flow_plan, stepper, state))
             return
         from daskflow.ns.distributed import checkpoint_on_worker
 
@@ -598,7 +640,8 @@ class Simulation:
         if not (fields or checkpoint):
             return
         if self.client is None:
-            self._writer().final(self.stepper, self.state, fields, checkpoint)
+            self._in_process(lambda stepper, state: runs.final_output(self._flow_plan, stepper, state, fields,
+                                                                      checkpoint))
             return
         from daskflow.ns.distributed import final_on_worker
 
@@ -607,11 +650,10 @@ class Simulation:
     def diagnostics(self) -> dict:
         """The current ``scalars`` record: dt, CFL, max |div u|, bulk velocity, wall shear stresses,
         Re_tau, kinetic energy (reduced across the workers on a cluster)."""
-        from daskflow.io.output import flow_scalars
         from daskflow.ns.distributed import diagnostics_on_worker
 
         if self.client is None:
-            return flow_scalars(self.stepper, self.state, self.config["physics"]["nu"])
+            return self._in_process(lambda stepper, state: runs.diagnostics(self._flow_plan, stepper, state))[0]
         return self.client.gather(self._submit(diagnostics_on_worker)[0])
 
     def divergence_max(self) -> float:

@@ -17,7 +17,7 @@ from daskflow.config import load
 from daskflow.grid import Grid
 from daskflow.ns import boundaries as nsb
 from daskflow.ns import operators as ops
-from daskflow.ns.domain import LocalDomain
+from daskflow.ns.domain import whole_domain
 from daskflow.ns.initial import positions
 from daskflow.ns.stepper import State, Stepper
 from tests.helpers import CHANNEL as BASE_CHANNEL
@@ -198,7 +198,7 @@ def _energy(state: State, m: ops.Metrics) -> float:
 
 def _inviscid_drift(case: str, advection: str, steps: int, t_end: float, fields) -> float:
     grid, bcs, _ = _setup(case)
-    stepper = Stepper(LocalDomain(grid, bcs), 0.0, NO_FORCING, "none", advection)
+    stepper = Stepper(whole_domain(grid, bcs), 0.0, NO_FORCING, "none", advection)
     state = State(*(f.copy(order="F") for f in fields), np.zeros(grid.shape, order="F"))
     e0 = _energy(state, stepper.metrics)
     for _ in range(steps):
@@ -241,7 +241,7 @@ def test_config_and_stepper_name_the_setting():
             load({"physics": {"advection": bad}})
     grid, bcs, m = _setup("channel-uniform")
     with pytest.raises(ValueError, match="advection must be one of divergence, skew_symmetric; got 'skew'"):
-        Stepper(LocalDomain(grid, bcs), 0.01, NO_FORCING, "none", "skew")
+        Stepper(whole_domain(grid, bcs), 0.01, NO_FORCING, "none", "skew")
     P = [np.zeros((14, 12, 18))] * 3
     with pytest.raises(ValueError, match="advection must be one of"):
         ops.explicit_terms(*P, m, 0.0, (), advection="advective")

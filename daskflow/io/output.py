@@ -31,30 +31,35 @@ C, LO, HI = ops.C, ops.LO, ops.HI
 def flow_scalars(stepper, state, nu: float) -> dict:
     """The ``scalars`` record of a state (collective: every participant calls it): ``dt``, ``cfl``
     (dt times the largest advective rate), ``div_max``, ``bulk_velocity``, wall shear stresses from
-    the first cell at each wall, ``re_tau`` (half-height based) and ``kinetic_energy`` per volume."""
+    the first cell at each wall, ``re_tau`` (half-height based) and ``kinetic_energy`` per volume.
+    Two rounds: the halo exchange the divergence needs, and one reduction of everything else."""
+    from daskflow.ns.domain import weighted_sum
+
     domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
     xp = array_module(state.u)
     dz = xp.asarray(domain.dz())[None, None, :]
-    rate = float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
-    sums = np.zeros(3)  # plane sums of u in the first and last cell, kinetic energy
-    if domain.region[2].start == 0:
-        sums[0] = float(state.u[:, :, 0].sum())
-    if domain.region[2].stop == grid.shape[2]:
-        sums[1] = float(state.u[:, :, -1].sum())
-    sums[2] = float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum())
-    sums = domain.allreduce_array(sums)
-    rate = domain.allreduce(rate, "max")
-    div_max = stepper.divergence_max(state)
-    bulk = stepper.bulk_velocity(state.u)
+    padded = domain.pad_velocity([state.u, state.v, state.w])
+    local = {  # name: (value on this pencil, how the pencils' values combine)
+        "rate": (float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max()), "max"),
+        "div_max": (float(abs(ops.divergence(*padded, m)).max()), "max"),
+        "bottom": (float(state.u[:, :, 0].sum()) if domain.region[2].start == 0 else 0.0, "sum"),
+        "top": (float(state.u[:, :, -1].sum()) if domain.region[2].stop == grid.shape[2] else 0.0, "sum"),
+        "energy": (float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum()), "sum"),
+        "u_dz": (weighted_sum(state.u, domain.dz()), "sum"),
+    }
+    del padded
+    total = dict(zip(local, domain.allreduce_many([v for v, _ in local.values()], [op for _, op in local.values()]),
+                     strict=True))
     area = grid.shape[0] * grid.shape[1]
     u_walls, h = stepper.bcs.u.values[2], grid.dzf
-    tau_bottom = nu * (sums[0] / area - u_walls[0]) / (0.5 * h[0])
-    tau_top = nu * (sums[1] / area - u_walls[1]) / (0.5 * h[-1])
+    tau_bottom = nu * (total["bottom"] / area - u_walls[0]) / (0.5 * h[0])
+    tau_top = nu * (total["top"] / area - u_walls[1]) / (0.5 * h[-1])
     tau = 0.5 * (abs(tau_bottom) + abs(tau_top))
-    return {"dt": state.dt, "cfl": state.dt * rate, "div_max": div_max, "bulk_velocity": bulk,
-            "tau_wall_bottom": tau_bottom, "tau_wall_top": tau_top,
+    return {"dt": state.dt, "cfl": state.dt * total["rate"], "div_max": total["div_max"],
+            "bulk_velocity": stepper.bulk_from_sum(total["u_dz"]), "tau_wall_bottom": tau_bottom,
+            "tau_wall_top": tau_top,
             "re_tau": float(np.sqrt(tau) * 0.5 * grid.lengths[2] / nu),
-            "kinetic_energy": sums[2] / (area * grid.lengths[2])}
+            "kinetic_energy": total["energy"] / (area * grid.lengths[2])}
 
 
 FLUSH_RECORDS = 256  # buffered scalars/profiles records appended in one block

@@ -60,7 +60,11 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
     Axes are padded in order x, y, z, so edges and corners see the ghosts of earlier axes. The
     result is one array (in :func:`memory_order`) filled in place (no intermediate copies).
     """
-    pairs, values = bc_of(bc)
+    return pad_with(a, *bc_of(bc), component)
+
+
+def pad_with(a, pairs, values, component: int | None = None):
+    """:func:`pad` from the ``(pairs, values)`` of :func:`bc_of`."""
     out = padded_copy(a)
     for axis in range(3):
         # the part of ``out`` padded so far: all of the earlier axes, the interior of the later ones

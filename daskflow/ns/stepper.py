@@ -117,16 +117,16 @@ class Stepper:
         state.dt = dt
         return state
 
-    def _implicit(self, increment, component: int, alpha: float):
+    def _implicit(self, increments: dict, alpha: float) -> dict:
+        """The implicit solves of ``increments[component]`` (in place)."""
         if self.implicit == "z":
-            return self.domain.implicit_z(increment, component, alpha)
-        return self.domain.implicit_xyz(increment, component, alpha)
+            return self.domain.implicit_z(increments, alpha)
+        return {i: self.domain.implicit_xyz(a, i, alpha) for i, a in increments.items()}
 
     def substep(self, state: State, s: int, dt) -> float:
         """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
         a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
         m, domain = self.metrics, self.domain
-        xp = array_module(state.u)
         # Memory: every field-sized array is released as soon as the substep is done with it (the
         # previous substep's terms, the padded velocity, the old velocity components), so the peak
         # stays near the state plus this substep's explicit terms and a few temporaries.
@@ -143,6 +143,11 @@ class Stepper:
         pressure_gradient = self.forcing["kind"] == "pressure_gradient"
         body = [self.forcing["value"][i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
         history, state.history = list(state.history), rhs
+        # The implicit solves of the three components share their exchange rounds where the domain
+        # says so (z split across pencils); else each is solved as soon as it is ready, so that one
+        # increment is alive at a time.
+        together = bool(implicit_axes) and domain.shares_implicit_rounds
+        pending = {}
         for i, name in enumerate(VELOCITY):
             # u* = u + (dt a rhs + g dt (body - grad p) [+ dt b rhs_prev] [+ implicit part])
             terms = ((dt * a, rhs[i]),) + (((dt * b, history[i]),) if b else ())
@@ -151,16 +156,21 @@ class Stepper:
                 del terms
                 ops.laplacian(padded[i], m, i, implicit_axes, g * dt * self.nu, out=increment)
                 padded[i] = None
-                increment = self._implicit(increment, i, g * dt * self.nu / 2)
-                star = xp.add(getattr(state, name), increment, out=increment)
+                pending[i] = increment
+                del increment
+                if not together:
+                    self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
+                    pending = {}
             else:
                 star = ops.update(getattr(state, name), P, m, i, g * dt, body[i], terms)
                 del terms
+                setattr(state, name, domain.keep_walls(star, i))  # the old component is spent
+                del star
             if b:
                 history[i] = None
-            setattr(state, name, domain.keep_walls(star, i))  # the old component is spent
-            del star
-        del P, padded, history
+        if pending:
+            self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
+        del P, padded, history, pending
         stars = [state.u, state.v, state.w]
         flow_rate = self.forcing["kind"] == "flow_rate"
         if flow_rate:
@@ -182,16 +192,25 @@ class Stepper:
             phi = phi - ops.laplacian(Phi, m, 3, implicit_axes, g * dt * self.nu / 2)
         state.p = state.p + phi
         if flow_rate:
-            correction = self.forcing["value"][0] - self._bulk(total)
+            correction = self.forcing["value"][0] - self.bulk_from_sum(total)
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / (g * dt)
         return dt
 
+    def _add_increments(self, state: State, increments: dict) -> None:
+        """``u* = u + increment`` per solved component, into the increment's buffer (the old
+        component is spent)."""
+        xp = array_module(state.u)
+        for i, increment in increments.items():
+            name = VELOCITY[i]
+            star = xp.add(getattr(state, name), increment, out=increment)
+            setattr(state, name, self.domain.keep_walls(star, i))
+
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""
-        return self._bulk(self.domain.allreduce(weighted_sum(u, self.domain.dz()), "sum"))
+        return self.bulk_from_sum(self.domain.allreduce(weighted_sum(u, self.domain.dz()), "sum"))
 
-    def _bulk(self, total: float) -> float:
+    def bulk_from_sum(self, total: float) -> float:
         """The bulk velocity from the domain-wide sum of ``u dz`` (:func:`weighted_sum`)."""
         nx, ny, _ = self.grid.shape
         return total / (nx * ny * self.grid.lengths[2])

@@ -21,29 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from daskflow.pencils.executor import run_chain
-from daskflow.pencils.transport import CommSpec, MailboxTransport, PeerAborted, Transport, communicator
+from daskflow.pencils.executor import DirectExecutor, run_of
+from daskflow.pencils.layout import chunk_owner
+from daskflow.pencils.link import PeerAborted, exchange_timeout
+from daskflow.pencils.transport import CommSpec, MailboxTransport, communicator
 
 HANDLER = "daskflow_put"
 PLUGIN_NAME = "daskflow-mailbox"
 ABORT = "daskflow-abort"
-
-
-def exchange_timeout() -> float:
-    """Seconds a task waits for a peer's piece (dask config ``daskflow.exchange-timeout``)."""
-    import dask
-
-    return float(dask.config.get("daskflow.exchange-timeout", 600.0))
-
-
-def _run_of(tag) -> str:
-    """The run a piece belongs to: the part of its exchange id before any ``/`` suffix."""
-    return str(tag[0]).split("/", 1)[0]
 
 
 class Mailbox:
@@ -63,8 +52,8 @@ class Mailbox:
         with self._ready:
             if tag[0] == ABORT:
                 self._aborted.add(tag[1])
-                self._items = {t: v for t, v in self._items.items() if _run_of(t) != tag[1]}
-            elif _run_of(tag) not in self._aborted:
+                self._items = {t: v for t, v in self._items.items() if run_of(t) != tag[1]}
+            elif run_of(tag) not in self._aborted:
                 self._items[tag] = piece
             self._ready.notify_all()
         if tag[0] == ABORT:
@@ -73,7 +62,7 @@ class Mailbox:
 
     def take(self, tags: Sequence, timeout: float) -> list:
         """Remove and return the pieces of ``tags`` (in order), waiting for missing ones."""
-        run = _run_of(tags[0]) if tags else None
+        run = run_of(tags[0]) if tags else None
         with self._ready:
             ready = self._ready.wait_for(lambda: run in self._aborted or all(t in self._items for t in tags),
                                          timeout=timeout)
@@ -106,62 +95,6 @@ def ensure_mailboxes(client) -> None:
     if not getattr(client, "_daskflow_mailboxes", False):
         client.register_plugin(MailboxPlugin(), name=PLUGIN_NAME)
         client._daskflow_mailboxes = True
-
-
-def _freeze(key):
-    return tuple(_freeze(k) for k in key) if isinstance(key, (list, tuple)) else key
-
-
-class DirectExecutor:
-    """Executor that runs inside one worker's task, for the chunks ``owner`` assigns to it; its
-    exchanges go through ``transport`` (:mod:`daskflow.pencils.transport`; default: the mailbox)."""
-
-    def __init__(self, plan, worker, run_id: str, owner: Callable, timeout: float | None = None,
-                 transport: Transport | None = None) -> None:
-        self.plan = plan
-        self.worker = worker
-        self.me = worker.address
-        self.run_id = run_id
-        self.owner = owner
-        self.timeout = exchange_timeout() if timeout is None else timeout
-        self.transport = MailboxTransport(worker, self.timeout) if transport is None else transport
-        self.exchanges = 0
-        self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
-
-    def _mine(self, keys) -> list:
-        return [k for k in keys if self.owner(k) == self.me]
-
-    def map(self, chain, keys, blocks: Mapping, extras: Sequence[Mapping] = ()) -> dict:
-        return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in self._mine(keys)}
-
-    def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
-                 extras: Sequence[Mapping] = ()) -> dict:
-        self.exchanges += 1
-        xid = (self.run_id, self.exchanges)
-        dests = list(dests)
-        outgoing, incoming = [], []
-        for d in dests:
-            receiver = self.owner(d)
-            for s in sources(d):
-                tag = (*xid, _freeze(s), _freeze(d))
-                if self.owner(s) == self.me:
-                    outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
-                if receiver == self.me:
-                    incoming.append((self.owner(s), tag))
-        start = time.perf_counter()
-        try:
-            received = self.transport.exchange(outgoing, incoming, _run_of(xid))
-        finally:
-            self.waited += time.perf_counter() - start
-        out = {}
-        for d in self._mine(dests):
-            pieces = [received[(*xid, _freeze(s), _freeze(d))] for s in sources(d)]
-            out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
-        return out
-
-    def finish(self) -> None:
-        """Let this executor's sends leave (call before the task returns)."""
-        self.transport.finish()
 
 
 def abort_run(worker, run_id: str, workers: list[str]) -> None:
@@ -222,16 +155,15 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     """
     from distributed import get_worker
 
-    from daskflow.pencils.graph import chunk_owner
-
     worker = get_worker()
     owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
     if len(workers) == 1:
-        return algorithm(DirectExecutor(plan, worker, run_id, owner), plan, blocks, *setup)
+        ex = DirectExecutor(plan, worker.address, run_id, owner, MailboxTransport(worker, exchange_timeout()))
+        return algorithm(ex, plan, blocks, *setup)
     with collective(worker, run_id, workers):
         transport = communicator(worker, comm, exchange_timeout(), run_id)
-        ex = DirectExecutor(plan, worker, run_id, owner, transport=transport)
+        ex = DirectExecutor(plan, worker.address, run_id, owner, transport)
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()
     return out

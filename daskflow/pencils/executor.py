@@ -10,13 +10,20 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
   the list of pieces (a transpose, a gather of boundary rows); with ``join=None`` the list itself is
   the result, for a later ``map`` to consume (a scatter).
 
-:class:`LocalExecutor` runs them eagerly on in-memory arrays (emulating the decomposition in one
-process); :class:`daskflow.pencils.graph.DaskExecutor` turns every call into tasks.
+:class:`LocalExecutor` runs them eagerly on in-memory arrays (the whole decomposition in one
+caller); :class:`DirectExecutor` runs one participant's chunks and moves pieces through a
+transport (:mod:`daskflow.pencils.transport`, :mod:`daskflow.pencils.team`);
+:class:`daskflow.pencils.graph.DaskExecutor` turns every call into tasks.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daskflow.pencils.layout import chunk_owner
 
 Key = Hashable
 
@@ -45,3 +52,80 @@ class LocalExecutor:
             extra = (e[d] for e in extras)
             out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *extra)
         return out
+
+
+def freeze(key):
+    """``key`` with every list turned into a tuple (hashable; pieces' tags are built from keys)."""
+    return tuple(freeze(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+def run_of(tag) -> str:
+    """The run a piece belongs to: the part of its exchange id before any ``/`` suffix."""
+    return str(tag[0]).split("/", 1)[0]
+
+
+class DirectExecutor:
+    """One participant's part of an algorithm: the chunks ``owner`` assigns to ``me``, its exchanges
+    one call each into ``transport`` (every participant makes the same sequence of calls, so pieces
+    are matched by ``(run_id, exchange number, source, destination)`` without coordination)."""
+
+    def __init__(self, plan, me: str, run_id: str, owner: Callable[[Key], str], transport) -> None:
+        self.plan, self.me, self.run_id, self.owner = plan, me, run_id, owner
+        self.transport = transport
+        self.exchanges = 0
+        self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
+
+    def _mine(self, keys) -> list:
+        return [k for k in keys if self.owner(k) == self.me]
+
+    def map(self, chain, keys, blocks: Mapping, extras: Sequence[Mapping] = ()) -> dict:
+        return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in self._mine(keys)}
+
+    def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
+                 extras: Sequence[Mapping] = ()) -> dict:
+        self.exchanges += 1
+        xid = (self.run_id, self.exchanges)
+        dests = list(dests)
+        outgoing, incoming = [], []
+        for d in dests:
+            receiver = self.owner(d)
+            for s in sources(d):
+                tag = (*xid, freeze(s), freeze(d))
+                if self.owner(s) == self.me:
+                    outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
+                if receiver == self.me:
+                    incoming.append((self.owner(s), tag))
+        start = time.perf_counter()
+        try:
+            received = self.transport.exchange(outgoing, incoming, run_of(xid))
+        finally:
+            self.waited += time.perf_counter() - start
+        out = {}
+        for d in self._mine(dests):
+            pieces = [received[(*xid, freeze(s), freeze(d))] for s in sources(d)]
+            out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
+        return out
+
+    def finish(self) -> None:
+        """Let this executor's sends leave (call before the task returns)."""
+        self.transport.finish()
+
+
+@dataclass
+class Member:
+    """One participant of a pencil run: its name ``me`` among ``workers`` (chunk ``(p, q)`` belongs
+    to :func:`~daskflow.pencils.layout.chunk_owner`), the transport its exchanges go through and the
+    run they belong to. A cluster worker, or a thread of a :class:`~daskflow.pencils.team.Team`."""
+
+    me: str
+    workers: Sequence[str]
+    pz: int
+    transport: Any
+    run_id: str
+
+    def owner(self, key: Key) -> str:
+        return chunk_owner(key, self.workers, self.pz)
+
+    def executor(self, plan, label: str) -> DirectExecutor:
+        """A :class:`DirectExecutor` of ``plan`` whose exchanges are tagged ``run_id/label``."""
+        return DirectExecutor(plan, self.me, f"{self.run_id}/{label}", self.owner, self.transport)

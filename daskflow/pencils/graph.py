@@ -45,12 +45,6 @@ def scatter_per_worker(client, obj, workers: Sequence[str]) -> dict:
     return {worker: client.scatter(obj, workers=[worker], hash=False) for worker in workers}
 
 
-def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
-    """Worker owning chunk ``key = (p, q)``: chunks are dealt round-robin in ``(p, q)`` order."""
-    p, q = key
-    return workers[(p * pz + q) % len(workers)]
-
-
 class DaskExecutor:
     """Build the graph of an algorithm run.
 

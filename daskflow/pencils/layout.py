@@ -15,6 +15,7 @@ Uneven splits follow ``numpy.array_split``: the first ``n % parts`` parts get on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -28,6 +29,13 @@ def pencil_chunks(shape, pencils) -> tuple[tuple[int, ...], ...]:
     """Logical Dask chunks of x-pencils: one chunk along x, ``pencils = (py, pz)`` over y and z."""
     nx, ny, nz = shape
     return ((nx,), split_sizes(ny, pencils[0]), split_sizes(nz, pencils[1]))
+
+
+def chunk_owner(key, workers: Sequence[str], pz: int) -> str:
+    """The participant owning chunk ``key = (p, q)``: chunks are dealt round-robin in ``(p, q)``
+    order (the one placement rule of every pencil layout, backend and store)."""
+    p, q = key
+    return workers[(p * pz + q) % len(workers)]
 
 
 def split_slices(n: int, parts: int) -> tuple[slice, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from daskflow.pencils.transport import PeerAborted
+from daskflow.pencils.link import PeerAborted
 
 HEADER_SLOT = 4096  # bytes per peer per header round; 8 of them hold the header's length
 _LENGTH = 8

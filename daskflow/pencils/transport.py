@@ -28,31 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from daskflow.pencils import wire
+from daskflow.pencils.link import Link, PeerAborted, Transport
 
 COMMS = ("auto", "mailbox", "nccl", "ucx")  # cluster.comm; auto: nccl on GPU workers where it loads
-
-
-class PeerAborted(RuntimeError):
-    """A run was aborted because a peer task failed (or its communicator was): not the root cause."""
-
-
-class Transport(Protocol):
-    name: str
-
-    def exchange(self, outgoing: list[tuple[str, Hashable, Any]], incoming: list[tuple[str, Hashable]],
-                 run: str) -> dict:
-        ...
-
-    def finish(self) -> None:
-        ...
-
-    def abort(self) -> None:
-        ...
 
 
 @dataclass(frozen=True)
@@ -130,27 +112,6 @@ class MailboxTransport:
 
 
 # ------------------------------------------------------------------------------------ packed links
-
-
-class Link(Protocol):
-    """Raw transfers between the ranks of a communicator (an NCCL pair of communicators, say)."""
-
-    def header_round(self, send: dict[int, bytes], recv_from: Sequence[int], abort: Callable[[], bool],
-                     timeout: float) -> dict[int, bytes]:
-        """Bytes to and from peers; returns once every expected header is on the host."""
-
-    def payload_round(self, sends: list[tuple[int, Any]], recvs: list[tuple[int, Any]], abort: Callable[[], bool],
-                      timeout: float) -> None:
-        """Send and receive raw buffers, matched per peer in list order (stream-ordered or waited for)."""
-
-    def empty(self, shape: tuple, dtype: str, order: str) -> Any:
-        """A receive buffer."""
-
-    def is_device(self, x: Any) -> bool:
-        """Whether ``x`` travels in the payload round (else pickled into the header)."""
-
-    def abort(self) -> None:
-        ...
 
 
 class PackedTransport:

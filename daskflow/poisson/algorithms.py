@@ -65,6 +65,26 @@ def cut_solution_rows(plan: SpectralPlan, src, solved, dst):
     return x[stages.reduced_rows_of(plan, dst[1])].copy(), singular
 
 
+def cut_all_boundary_rows(plan: SpectralPlan, src, reduced_out, dst):
+    """All boundary rows of chunk ``src`` (every column) and its singular right-hand side, for a
+    chunk ``dst`` of the same x group that solves every reduced system itself."""
+    _, rows, raw = reduced_out
+    return rows, raw
+
+
+def solve_gathered(plan: SpectralPlan, key, pieces, factors: list):
+    """The reduced systems of every column slice of x group ``key[0]``, solved at chunk ``key``
+    from the boundary rows of the whole group (``pieces``, in z order); ``factors[s]`` is slice
+    ``s``'s :func:`stages.reduced_factor`. Returns this chunk's solved rows per slice, as
+    :func:`stages.ptdma_reconstruct` takes them."""
+    out = []
+    for s, columns in enumerate(plan.decomposition.reduced):
+        sliced = [(rows[:, columns], raw if s == 0 else None) for rows, raw in pieces]
+        solved = stages.reduced_solve(plan, (key[0], s), sliced, factors[s])
+        out.append(cut_solution_rows(plan, (key[0], s), solved, key))
+    return out
+
+
 def _groups(dec, along: str):
     """``sources(dst)``: the chunks that exchange with ``dst`` (same z group or same x group)."""
     if along == "p":
@@ -116,19 +136,32 @@ def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
     return _finish(plan, ex, out, tail)
 
 
-def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=()) -> dict:
+def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=(),
+          gather: bool = False) -> dict:
     """Parallel tridiagonal method; ``coefficients[(p, q)]`` are the chunks' Algorithm-2 arrays
     (:func:`stages.ptdma_setup`) and ``factors[(p, s)]`` the factorised reduced systems of the
     column slices ``decomposition.reduced`` (:func:`stages.reduced_factor`), both computed once
-    where they are used."""
+    where they are used.
+
+    The reduced systems are solved either by slice, each at the participant that owns it (the
+    boundary rows go there and the solutions come back: two rounds), or with ``gather`` by every
+    chunk for its whole x group from all the group's boundary rows (one round, the same bytes at
+    ``pz = 2``; ``factors`` then holds every slice of the chunk's x group)."""
     dec = plan.decomposition
     if dec.pz == 1:
         return ftm(ex, plan, blocks, head, tail)
     reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,), head=head)
-    solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
-                         [stages.reduced_solve], (factors,))
-    pieces = ex.exchange(solved, dec.indices, lambda d: [(d[0], s) for s in range(len(dec.reduced))],
-                         cut_solution_rows, None)
+    if gather:
+        slices = range(len(dec.reduced))
+        group_factors = {d: [factors[(d[0], s)] for s in slices] for d in dec.indices
+                         if all((d[0], s) in factors for s in slices)}
+        pieces = ex.exchange(reduced, dec.indices, _groups(dec, "q"), cut_all_boundary_rows, [solve_gathered],
+                             (group_factors,))
+    else:
+        solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
+                             [stages.reduced_solve], (factors,))
+        pieces = ex.exchange(solved, dec.indices, lambda d: [(d[0], s) for s in range(len(dec.reduced))],
+                             cut_solution_rows, None)
     back = [stages.ptdma_reconstruct, *_y_back(plan, tail)]
     out = ex.map(back, dec.indices, reduced, (coefficients, pieces))
     return _finish(plan, ex, out, tail)

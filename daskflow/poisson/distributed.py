@@ -24,14 +24,8 @@ from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
 from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
-from daskflow.pencils.graph import (
-    DaskExecutor,
-    chunk_owner,
-    live_workers,
-    placement_annotations,
-    scatter_per_worker,
-)
-from daskflow.pencils.layout import pencil_chunks
+from daskflow.pencils.graph import DaskExecutor, live_workers, placement_annotations, scatter_per_worker
+from daskflow.pencils.layout import chunk_owner, pencil_chunks
 from daskflow.pencils.transport import CommSpec, choose_comm, make_comm, took_turn, wait_turn
 from daskflow.poisson import algorithms, stages
 

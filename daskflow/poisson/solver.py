@@ -41,16 +41,6 @@ class _SpectralSolver:
                  granularity: str, identity: float, scale: float, comm: str = "auto") -> None:
         if not isinstance(grid, Grid):
             raise ValueError(f"grid must be a daskflow.Grid, got {type(grid).__name__}")
-        self.autotune = None
-        if "auto" in (method, pencils) and str(np.dtype(dtype)) in DTYPES and device in DEVICES:
-            from daskflow.autotune import autotune
-            from daskflow.poisson.distributed import current_client
-
-            if method not in (*METHODS, "auto"):
-                raise ValueError(f"method must be one of {(*METHODS, 'auto')}, got {method!r}")
-            self.autotune = autotune(grid, Boundaries.parse(bc, stagger).bc, dtype, current_client(), pencils,
-                                     method, device or "auto", stagger="".join(Boundaries.parse(bc, stagger).stagger))
-            pencils, method = self.autotune.pencils, self.autotune.method
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if (not hasattr(pencils, "__len__") or len(pencils) != 2
@@ -206,10 +196,9 @@ class PoissonSolver(_SpectralSolver):
     """Solve ``L x = b`` by eigenfunction expansion in x and y and tridiagonal solves in z.
 
     ``bc``: one two-letter string per axis from ``PP, NN, DD, ND, DN``; ``stagger``: ``c``/``f``
-    per axis; ``method``: ``"ptdma"``, ``"ftm"`` or ``"auto"``; ``pencils = (py, pz)`` or ``"auto"``
-    (``auto``: the fastest on the current ``distributed`` client's workers, one chunk per worker,
-    timed and cached by :mod:`daskflow.autotune`; without a client ``(1, 1)``); ``dtype``: float64 or
-    float32; ``device``: ``"cpu"``, ``"gpu"`` or ``None`` (follow the input); ``granularity`` (Dask
+    per axis; ``method``: ``"ptdma"`` or ``"ftm"``; ``pencils = (py, pz)`` (the fastest pair on a
+    cluster: :func:`daskflow.autotune.tuned_solver`); ``dtype``: float64 or float32; ``device``:
+    ``"cpu"``, ``"gpu"`` or ``None`` (follow the input); ``granularity`` (Dask
     arrays on a distributed cluster): ``"stage"`` (one task per chunk per stage and one per piece,
     visible on the dashboard) or ``"fused"`` (one task per worker per solve, pieces sent directly
     between workers); ``comm``: the transport of the fused exchanges, ``"auto"``, ``"nccl"``, ``"ucx"``

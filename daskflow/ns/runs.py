@@ -1,0 +1,113 @@
+"""What one participant does with its pencil, on any backend: advance it, write output and
+checkpoints, compute the diagnostics record.
+
+These bodies are the same for a cluster worker inside its fused task (:mod:`daskflow.ns.distributed`)
+and for an in-process run (one participant, or a :class:`~daskflow.pencils.team.Team` of threads:
+:class:`daskflow.simulation.Simulation`). Everything collective in them (reductions, halo
+exchanges, store barriers) goes through the participant's :class:`~daskflow.ns.domain.FlowDomain`,
+so every participant must call the same body with the same arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from daskflow.ns.domain import FlowDomain, FlowPlan
+from daskflow.ns.stepper import State, Stepper
+
+FIELDS = ("u", "v", "w", "p")
+
+
+def state_of(pencil: dict) -> State:
+    """The stepper's :class:`State` of a pencil dict (fields and clock)."""
+    return State(*(pencil[name] for name in FIELDS), pencil["time"], pencil["step"], pencil["dt"], [],
+                 pencil["forcing_gradient"])
+
+
+def pencil_of(state: State, domain: FlowDomain) -> dict:
+    """A pencil dict (fields, clock and chunk key) of ``state``."""
+    return {**{name: getattr(state, name) for name in FIELDS}, "time": state.time, "step": state.step,
+            "dt": state.dt, "forcing_gradient": state.forcing_gradient, "key": domain.key}
+
+
+def stepper_for(plan: FlowPlan, domain) -> Stepper:
+    """The RK3 stepper of ``plan`` on ``domain`` (a :class:`FlowDomain`, possibly timed)."""
+    return Stepper(domain, plan.nu, plan.forcing, plan.implicit, plan.advection)
+
+
+def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,
+            after_step=None, should_stop=None) -> State:
+    """The run loop: a fixed ``time.dt`` or the CFL limit, the last step shortened to land on
+    ``until``; ``after_step(stepper, state)`` (the output writer) runs after every step, then
+    ``should_stop()`` (a stop request: the loop ends after that step; collective, so every pencil
+    stops at the same step)."""
+    def landing(dt: float) -> float:  # the last step shortened to land on ``until``
+        return dt if until is None else min(dt, until - state.time)
+
+    done = 0
+    while (steps is None or done < steps) and (until is None or state.time < until * (1 - 1e-14)):
+        if time["dt"] is not None:
+            stepper.step(state, landing(time["dt"]))
+        else:  # the CFL limit, from the rate maximised during the step's first halo exchange
+            stepper.step(state, lambda rate: landing(stepper.dt_limit(rate, time["cfl"], time["dt_max"])))
+        done += 1
+        if after_step is not None:
+            after_step(stepper, state)
+        if should_stop is not None and should_stop():
+            break
+    return state
+
+
+def writer_for(plan: FlowPlan):
+    """The output writer of ``plan`` (``None`` without a store)."""
+    output = plan.output
+    if not output or not output.get("store"):
+        return None
+    from daskflow.io.output import Output
+
+    return Output(output["store"], output, plan.nu)
+
+
+def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | None, until: float | None,
+                   stop_requested: Callable[[], bool] | None = None, hook=None) -> State:
+    """Advance this participant's pencil ``steps`` steps or to ``until``, writing the store's
+    records. ``stop_requested`` (this participant's own view): after every step the participants
+    agree (one small all-reduction) whether any of them was asked to stop, and all stop after that
+    step if so. ``hook(state, domain)`` runs after every step (tests)."""
+    writer = writer_for(plan)
+    domain = stepper.domain
+
+    def after_step(stepper, state):
+        if stop_requested is not None:  # rides on the record's reduction when one is written now
+            domain.carry(1.0 if stop_requested() else 0.0)
+        if writer is not None:
+            writer(stepper, state)
+        if hook is not None:
+            hook(state, domain)
+
+    def should_stop() -> bool:
+        if domain.carried_result is None:  # no reduction this step: a small round of its own
+            domain.allreduce(0.0, "max")
+        return domain.carried_result > 0.0
+
+    advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
+    if writer is not None:
+        writer.finish(state.step)
+    return state
+
+
+def final_output(plan: FlowPlan, stepper: Stepper, state: State, fields: bool, checkpoint: bool) -> None:
+    """The run's last field snapshot and/or checkpoint (every participant together)."""
+    writer_for(plan).final(stepper, state, fields, checkpoint)
+
+
+def write_checkpoint(plan: FlowPlan, stepper: Stepper, state: State) -> None:
+    """A checkpoint of the current state (every participant together)."""
+    writer_for(plan).checkpoint(stepper, state)
+
+
+def diagnostics(plan: FlowPlan, stepper: Stepper, state: State) -> dict:
+    """The scalars record (CFL, divergence, bulk velocity, Re_tau, ...) reduced across the pencils."""
+    from daskflow.io.output import flow_scalars
+
+    return flow_scalars(stepper, state, plan.nu)

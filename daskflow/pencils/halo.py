@@ -1,0 +1,82 @@
+"""The halo exchange of x-pencils: faces, edges and corners from the up to eight neighbours.
+
+A chunk ``(p, q)`` of an x-pencil decomposition has neighbours along y (``p +- 1``), along z
+(``q +- 1``) and diagonally; on periodic axes the indices wrap, beyond a wall there is none (the
+flow domain fills those ghosts from the boundary conditions). One exchange moves, for every field,
+the planes a neighbour needs (faces) and the lines a diagonal neighbour needs (edges; x is whole,
+so corners are the ends of the edges), and can carry small host values to every participant in the
+same round (a reduction without a round of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from daskflow.backend import array_module
+
+OFFSETS = tuple((oy, oz) for oy in (-1, 0, 1) for oz in (-1, 0, 1) if (oy, oz) != (0, 0))
+
+
+def neighbour(key: tuple[int, int], offset: tuple[int, int], counts: Sequence[int],
+              periodic: Sequence[bool]) -> tuple[int, int] | None:
+    """The chunk at ``offset = (oy, oz)`` from ``key`` (wrapped on periodic axes), or ``None``
+    beyond a wall."""
+    out = []
+    for index, step, n, wrap in zip(key, offset, counts, periodic, strict=True):
+        j = index + step
+        if wrap:
+            j %= n
+        if not 0 <= j < n:
+            return None
+        out.append(j)
+    return tuple(out)
+
+
+def sources(key: tuple[int, int], counts: Sequence[int], periodic: Sequence[bool]) -> list:
+    """Every chunk that sends ``key`` halo planes: its neighbours along y and z and diagonally."""
+    out = []
+    for offset in OFFSETS:
+        other = neighbour(key, offset, counts, periodic)
+        if other is not None and other not in out:
+            out.append(other)
+    return out
+
+
+def cut(src, blocks: Mapping, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
+    """The planes (faces) and lines (edges) of ``src``'s x-padded ``blocks`` that ``dst`` needs,
+    keyed ``(name, oy, oz)`` by where ``src`` sits relative to ``dst`` (empty for a chunk that is
+    no neighbour of ``dst``)."""
+    pieces = {}
+    for oy, oz in OFFSETS:
+        if neighbour(dst, (oy, oz), counts, periodic) != src:
+            continue
+        for name, a in blocks.items():
+            ny, nz = a.shape[1], a.shape[2]
+            ys = slice(ny - 1, ny) if oy < 0 else slice(0, 1) if oy > 0 else slice(None)
+            zs = slice(nz - 1, nz) if oz < 0 else slice(0, 1) if oz > 0 else slice(None)
+            pieces[(name, oy, oz)] = array_module(a).ascontiguousarray(a[:, ys, zs])
+    return pieces
+
+
+def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], blocks: Mapping,
+             values: tuple | None = None) -> tuple[dict, list]:
+    """One halo round through executor ``ex`` for this participant's chunk ``key`` of
+    decomposition ``dec``: returns the received faces and edges ``{(name, oy, oz): array}`` and,
+    when ``values`` (a tuple of host numbers) is given, every participant's ``values`` in chunk
+    order (everyone sends them to everyone in the same round)."""
+    counts = dec.pencils
+    if values is None:
+        pieces = ex.exchange({key: blocks}, dec.indices, lambda d: sources(d, counts, periodic),
+                             lambda plan, s, block, d: cut(s, block, d, counts, periodic), None)[key]
+        gathered = []
+    else:
+        def cut_with_values(plan, s, payload, d):
+            return cut(s, payload[0], d, counts, periodic), payload[1]
+
+        out = ex.exchange({key: (blocks, tuple(values))}, dec.indices, lambda d: dec.indices, cut_with_values,
+                          None)[key]
+        pieces, gathered = [p for p, _ in out], [v for _, v in out]
+    received = {}
+    for piece in pieces:
+        received.update(piece)
+    return received, gathered

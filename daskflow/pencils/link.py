@@ -1,0 +1,54 @@
+"""The interfaces under every exchange: a :class:`Transport` moves the pieces of one exchange, a
+:class:`Link` moves raw buffers between the ranks of a communicator (NCCL, UCXX), and
+:class:`PeerAborted` is what a participant raises when a peer's failure ended its wait."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+
+def exchange_timeout() -> float:
+    """Seconds an exchange waits for a peer's piece (dask config ``daskflow.exchange-timeout``)."""
+    import dask
+
+    return float(dask.config.get("daskflow.exchange-timeout", 600.0))
+
+
+class PeerAborted(RuntimeError):
+    """A run was aborted because a peer task failed (or its communicator was): not the root cause."""
+
+
+class Transport(Protocol):
+    name: str
+
+    def exchange(self, outgoing: list[tuple[str, Hashable, Any]], incoming: list[tuple[str, Hashable]],
+                 run: str) -> dict:
+        ...
+
+    def finish(self) -> None:
+        ...
+
+    def abort(self) -> None:
+        ...
+
+
+class Link(Protocol):
+    """Raw transfers between the ranks of a communicator (an NCCL pair of communicators, say)."""
+
+    def header_round(self, send: dict[int, bytes], recv_from: Sequence[int], abort: Callable[[], bool],
+                     timeout: float) -> dict[int, bytes]:
+        """Bytes to and from peers; returns once every expected header is on the host."""
+
+    def payload_round(self, sends: list[tuple[int, Any]], recvs: list[tuple[int, Any]], abort: Callable[[], bool],
+                      timeout: float) -> None:
+        """Send and receive raw buffers, matched per peer in list order (stream-ordered or waited for)."""
+
+    def empty(self, shape: tuple, dtype: str, order: str) -> Any:
+        """A receive buffer."""
+
+    def is_device(self, x: Any) -> bool:
+        """Whether ``x`` travels in the payload round (else pickled into the header)."""
+
+    def abort(self) -> None:
+        ...

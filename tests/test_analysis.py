@@ -443,18 +443,155 @@ def test_bulk_quantities_poiseuille(run, grid):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_plot_wall_units(tmp_path, run):
+def rendered(fig):
+    """Draw ``fig`` with the Agg renderer (text extents as a PNG would have them); returns the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def visible_tick_labels(axis, which: str):
+    """(location, label) of the ticks of ``axis`` ('major' or 'minor') inside the view interval."""
+    lo, hi = sorted(axis.get_view_interval())
+    if which == "major":
+        locs, labels = axis.get_majorticklocs(), axis.get_majorticklabels()
+    else:
+        locs, labels = axis.get_minorticklocs(), axis.get_minorticklabels()
+    assert len(locs) == len(labels)
+    return [(loc, label) for loc, label in zip(locs, labels, strict=True)
+            if lo * (1 - 1e-9) <= loc <= hi * (1 + 1e-9) and label.get_visible()]
+
+
+def assert_readable_log_axis(axis, renderer):
+    """Labelled decades only (plain numbers: 0.1, 1, 10, 100), at least two of them, unlabelled minor
+    ticks, and no two tick labels overlapping on the rendered figure."""
+    major = [(loc, label) for loc, label in visible_tick_labels(axis, "major") if label.get_text()]
+    assert len(major) >= 2, [label.get_text() for _, label in major]
+    for loc, label in major:
+        assert np.log10(loc) == pytest.approx(round(np.log10(loc)), abs=1e-9)
+        assert float(label.get_text()) == pytest.approx(loc, rel=1e-12)  # "10", not "$10^{1}$"
+    assert all(not label.get_text() for _, label in visible_tick_labels(axis, "minor"))
+    boxes = [label.get_window_extent(renderer) for _, label in major]
+    for i in range(len(boxes)):
+        assert boxes[i].width > 0
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (major[i][1].get_text(), major[j][1].get_text())
+
+
+@pytest.mark.parametrize("nu_factor, decades", [(1.0, ["0.1", "1", "10"]), (1 / 30, ["1", "10"]),
+                                                (1 / 2000, ["10", "100"])])
+def test_plot_wall_units_figure(grid, nu_factor, decades):
+    """What a talk needs: wall-unit labels and titles, the reference laws labelled, a log y+ axis labelled
+    at its decades with non-overlapping labels, for y+ ranges from 0.6-13 to 26-580."""
+    pytest.importorskip("matplotlib")
+    ds = wall_units(profiles_dataset(grid, [0.0, 1.0]), NU * nu_factor, grid.lengths[2])
+    fig = plot_wall_units(ds)
+    renderer = rendered(fig)
+    ax_u, ax_rms, ax_stress = fig.axes[:3]
+    assert "wall units" in fig.get_suptitle() and f"{float(ds['re_tau']):.1f}" in fig.get_suptitle()
+    assert "2 samples" in fig.get_suptitle()
+    assert [ax.get_title() for ax in (ax_u, ax_rms, ax_stress)] == [
+        "Mean velocity", "Velocity fluctuations", "Mean shear stress balance"]
+    assert ax_u.get_xlabel().startswith("$y^+") and ax_u.get_ylabel().startswith("$U^+")
+    assert ax_rms.get_xlabel().startswith("$y^+") and "u_\\tau" in ax_rms.get_ylabel()
+    assert ax_stress.get_xlabel() == "$y/h$" and "tau_w" in ax_stress.get_ylabel()
+    legend = [t.get_text() for t in ax_u.get_legend().get_texts()]
+    assert any("viscous sublayer" in t and "U^+ = y^+" in t for t in legend)
+    assert any("log law" in t and "0.41" in t and "5.2" in t for t in legend)
+    assert any("1 - y/h" in t for t in (t.get_text() for t in ax_stress.get_legend().get_texts()))
+    for ax in (ax_u, ax_rms):
+        assert ax.get_xscale() == "log"
+        assert_readable_log_axis(ax.xaxis, renderer)
+        assert [label.get_text() for _, label in visible_tick_labels(ax.xaxis, "major")
+                if label.get_text()] == decades
+        lo, hi = ax.get_xlim()
+        assert lo <= float(ds["yplus"].min()) and hi >= float(ds["yplus"].max())  # every point shown
+
+
+def test_plot_wall_units_saves_png(tmp_path, run):
     pytest.importorskip("matplotlib")
     path = plot_wall_units(wall_units(run["profiles"]), tmp_path / "wall.png")
+    assert path == tmp_path / "wall.png"
     assert path.stat().st_size > 1000
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     g = Grid((4, 4, 15), LENGTHS, z_stretch=1.5, z_cluster="lower")  # two walls, NaN-padded
-    path2 = plot_wall_units(wall_units(profiles_dataset(g, [0.0]), NU, LENGTHS[2]), tmp_path / "wall2.png")
+    two = wall_units(profiles_dataset(g, [0.0]), NU, LENGTHS[2])
+    path2 = plot_wall_units(two, tmp_path / "wall2.png")
     assert path2.stat().st_size > 1000
+    fig = plot_wall_units(two)
+    assert fig._repr_png_().startswith(b"\x89PNG\r\n\x1a\n")  # what Jupyter shows of the returned figure
+    assert f"= {NU:g}" in fig.get_suptitle()  # nu of the analysis
+    renderer = rendered(fig)
+    ax_u, ax_rms, ax_stress = fig.axes[:3]
+    assert {"daskflow (bottom wall)", "daskflow (top wall)"} <= {t.get_text() for t in ax_u.get_legend().get_texts()}
+    for ax in (ax_rms, ax_stress):  # quantities named once, the walls by line style
+        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert texts.count("bottom wall") == 1 and texts.count("top wall") == 1
+        assert not any("(top wall)" in t for t in texts)
+    assert_readable_log_axis(ax_u.xaxis, renderer)
 
 
-def test_plot_scalars(tmp_path, run):
+def store_scalars(times) -> xr.Dataset:
+    """Synthetic scalars with the store's CF attributes (long_name, units) and run attributes."""
+    from daskflow.io.store import attributes
+
+    ds = scalars_dataset(times)
+    for name in ds.variables:
+        ds[name].attrs.update(attributes(name))
+    ds.attrs["run"] = {"config": config(Grid((8, 4, 16), LENGTHS, z_stretch=1.8))}
+    return ds
+
+
+def test_plot_scalars_figure():
+    """Every panel: the variable's long_name as title, a label with its units (L, T: the configuration's
+    units), time with its units on x; the two wall stresses share a panel; div_max on a readable log axis."""
+    pytest.importorskip("matplotlib")
+    scalars = store_scalars(np.linspace(0.0, 4.0, 41))
+    fig = plot_scalars(scalars)
+    renderer = rendered(fig)
+    axes = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert set(axes) == {
+        "Time step", "Courant number (advective)", "Largest absolute divergence of the velocity",
+        "Volume-averaged streamwise velocity", "Mean kinetic energy per unit volume",
+        "Friction Reynolds number (half height)", "Kinematic wall shear stress"}
+    for ax in axes.values():
+        assert ax.get_xlabel() == r"$t$ [$\mathrm{T}$]"
+        assert ax.get_ylabel()
+    assert axes["Volume-averaged streamwise velocity"].get_ylabel() == r"$U_b$ [$\mathrm{L\,T^{-1}}$]"
+    assert axes["Kinematic wall shear stress"].get_ylabel() == r"$\tau_w$ [$\mathrm{L^{2}\,T^{-2}}$]"
+    assert axes["Friction Reynolds number (half height)"].get_ylabel() == r"$Re_\tau$"  # dimensionless
+    assert axes["Courant number (advective)"].get_ylabel() == "CFL"
+    walls = axes["Kinematic wall shear stress"]
+    assert [t.get_text() for t in walls.get_legend().get_texts()] == ["bottom wall", "top wall"]
+    assert len(walls.get_lines()) == 2
+    div = axes["Largest absolute divergence of the velocity"]
+    assert div.get_yscale() == "log" and "T^{-1}" in div.get_ylabel()
+    major = [label.get_text() for _, label in visible_tick_labels(div.yaxis, "major") if label.get_text()]
+    assert len(major) >= 2
+    boxes = [label.get_window_extent(renderer) for _, label in visible_tick_labels(div.yaxis, "major")
+             if label.get_text()]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert "Run time series" in fig.get_suptitle() and "8 × 4 × 16" in fig.get_suptitle()
+    assert "length and time units" in fig.get_supxlabel()
+    # titles and axis labels never overlap one another on the rendered figure
+    texts = [t for ax in axes.values() for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    clashes = [(texts[i].get_text(), texts[j].get_text()) for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+               if boxes[i].overlaps(boxes[j])]
+    assert not clashes
+
+
+def test_plot_scalars_without_attributes_and_chosen_variables(tmp_path, run):
+    """Datasets without CF attributes fall back to the variable names; ``variables`` picks the panels."""
     pytest.importorskip("matplotlib")
     path = plot_scalars(run["scalars"], str(tmp_path / "scalars.png"))
     assert path.stat().st_size > 1000
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = plot_scalars(scalars_dataset([0.0, 1.0, 2.0]), variables=["cfl", "re_tau"])
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["cfl", "re_tau"]
+    assert [ax.get_ylabel() for ax in shown] == ["CFL", r"$Re_\tau$"]
+    with pytest.raises(ValueError, match="no scalar"):
+        plot_scalars(scalars_dataset([0.0]), variables=[])

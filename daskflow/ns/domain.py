@@ -282,10 +282,9 @@ class FlowDomain:
             return ()
         member, xp_name = self.member, self._xp_name()
         coefficients = {self.key: stages.ptdma_setup(plan, self.key, xp_name)}
-        if self.gathers_reduced_rows:  # every slice of this chunk's x group
-            mine = [k for k in plan.decomposition.reduced_indices() if k[0] == self.key[0]]
-        else:
-            mine = [k for k in plan.decomposition.reduced_indices() if member.owner(k) == member.me]
+        if self.gathers_reduced_rows:  # every column of this chunk's x group
+            return coefficients, {self.key: stages.reduced_factor(plan, self.key, xp_name, columns=slice(None))}
+        mine = [k for k in plan.decomposition.reduced_indices() if member.owner(k) == member.me]
         return coefficients, {k: stages.reduced_factor(plan, k, xp_name) for k in mine}
 
     def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup):

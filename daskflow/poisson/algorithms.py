@@ -72,17 +72,13 @@ def cut_all_boundary_rows(plan: SpectralPlan, src, reduced_out, dst):
     return rows, raw
 
 
-def solve_gathered(plan: SpectralPlan, key, pieces, factors: list):
-    """The reduced systems of every column slice of x group ``key[0]``, solved at chunk ``key``
-    from the boundary rows of the whole group (``pieces``, in z order); ``factors[s]`` is slice
-    ``s``'s :func:`stages.reduced_factor`. Returns this chunk's solved rows per slice, as
-    :func:`stages.ptdma_reconstruct` takes them."""
-    out = []
-    for s, columns in enumerate(plan.decomposition.reduced):
-        sliced = [(rows[:, columns], raw if s == 0 else None) for rows, raw in pieces]
-        solved = stages.reduced_solve(plan, (key[0], s), sliced, factors[s])
-        out.append(cut_solution_rows(plan, (key[0], s), solved, key))
-    return out
+def solve_gathered(plan: SpectralPlan, key, pieces, factor):
+    """The reduced systems of every column of x group ``key[0]``, solved at chunk ``key`` from the
+    boundary rows of the whole group (``pieces``, in z order); ``factor`` is
+    :func:`stages.reduced_factor` over all columns. Returns this chunk's solved rows as
+    :func:`stages.ptdma_reconstruct` takes them (one slice: every column)."""
+    whole = (key[0], 0)  # the singular column, if any, is column 0 of the first slice
+    return [cut_solution_rows(plan, whole, stages.reduced_solve(plan, whole, pieces, factor), key)]
 
 
 def _groups(dec, along: str):
@@ -145,18 +141,16 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
 
     The reduced systems are solved either by slice, each at the participant that owns it (the
     boundary rows go there and the solutions come back: two rounds), or with ``gather`` by every
-    chunk for its whole x group from all the group's boundary rows (one round, the same bytes at
-    ``pz = 2``; ``factors`` then holds every slice of the chunk's x group)."""
+    chunk for all columns of its x group from all the group's boundary rows (one round, the same
+    bytes at ``pz = 2``; ``factors[(p, q)]`` is then the chunk's :func:`stages.reduced_factor`
+    over all columns)."""
     dec = plan.decomposition
     if dec.pz == 1:
         return ftm(ex, plan, blocks, head, tail)
     reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,), head=head)
     if gather:
-        slices = range(len(dec.reduced))
-        group_factors = {d: [factors[(d[0], s)] for s in slices] for d in dec.indices
-                         if all((d[0], s) in factors for s in slices)}
         pieces = ex.exchange(reduced, dec.indices, _groups(dec, "q"), cut_all_boundary_rows, [solve_gathered],
-                             (group_factors,))
+                             (factors,))
     else:
         solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
                              [stages.reduced_solve], (factors,))

@@ -147,8 +147,9 @@ def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk
     return block, rows, raw
 
 
-def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagonal:
-    """Factorised reduced systems of column slice ``key = (p, s)`` (spectral y ``ys[s]``, x ``xs[p]``).
+def reduced_factor(plan: SpectralPlan, key, xp, columns: slice | None = None) -> tridiagonal.FactoredTridiagonal:
+    """Factorised reduced systems of column slice ``key = (p, s)`` (spectral y ``ys[s]``, x ``xs[p]``;
+    with ``columns``, those spectral y columns of x group ``p`` instead).
 
     Each reduced task recomputes the boundary coefficients of all ``pz`` chunks for its own
     columns — cheap, and no coefficient ever travels.
@@ -156,7 +157,8 @@ def reduced_factor(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagon
     xp = _module(xp)
     p, s = key
     dec = plan.decomposition
-    chunks = [ptdma_setup(plan, (p, q), xp, dec.reduced[s]) for q in range(dec.pz)]
+    columns = dec.reduced[s] if columns is None else columns
+    chunks = [ptdma_setup(plan, (p, q), xp, columns) for q in range(dec.pz)]
     lower, diag, upper = tridiagonal.reduced_system(chunks)
     return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, plan.z_op.periodic)
 

@@ -307,7 +307,7 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
         first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
         assert first._comm_spec.key == second._comm_spec.key  # one communicator, two runs on it
         shared = first._comm_spec
-        _inject_failure(client, "daskflow.ns.distributed", "advance", worker=1)
+        _inject_failure(client, "daskflow.ns.runs", "advance", worker=1)
         with pytest.raises(RuntimeError, match="injected"):
             first.run(steps=1)
         assert not all(client.run(transport.comm_alive, shared.key).values())
@@ -339,7 +339,7 @@ def test_a_failed_run_reports_the_failing_task_not_the_peers_it_aborted():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         sim = Simulation(_channel((1, 2)), client=client).run(steps=1)
-        _inject_failure(client, "daskflow.ns.distributed", "advance", worker=1)
+        _inject_failure(client, "daskflow.ns.runs", "advance", worker=1)
         with pytest.raises(RuntimeError, match="injected"):
             sim.run(steps=1)
         assert sim.run(steps=1).step == 2  # the next run goes on from the state before the failure

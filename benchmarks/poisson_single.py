@@ -1,4 +1,4 @@
-"""Single-GPU Poisson solve versus its floor (issue: core numerics).
+"""Single-GPU Poisson solve versus its floor.
 
 Times ``PoissonSolver.solve`` for BCs (PP, PP, NN) on a stretched grid next to the floor measured
 in the same process on the same array: ``cupy.fft.rfft2`` + ``irfft2`` over x and y plus one

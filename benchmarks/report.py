@@ -299,7 +299,7 @@ def model_section(rows, figures, out_dir) -> str:
                    [[r["source"], r["case"], r["role"], _f(r["measured_ms"], 2), _f(r["predicted_ms"], 2),
                      _f(r["ratio"], 2)] for r in rows])
     m = perfmodel.H200_DASK
-    return f"""## Cost model vs measurement (generated; `daskflow/perfmodel.py`)
+    return f"""## Cost model vs measurement (generated; `daskflow/perfmodel/`)
 
 The model counts what the code exchanges (every piece of every exchange, with the uneven splits and
 round-robin owners of the real graph) and prices it with the `H200_DASK` machine: HBM

@@ -58,7 +58,7 @@ from daskflow.ns.boundaries import PRESETS
 from daskflow.pencils.transport import COMMS
 
 FORCING = ("none", "pressure_gradient", "flow_rate")
-ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.operators.ADVECTION
+ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.advection.ADVECTION
 IMPLICIT = ("none", "z", "xyz")
 INITIAL = ("zero", "uniform", "poiseuille", "couette", "turbulent_channel", "taylor_green", "checkpoint")
 MEANS = ("log_law", "laminar")

@@ -18,11 +18,8 @@ advances its pencil, exchanging pieces directly with the other workers
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -32,13 +29,15 @@ from daskflow.backend import cupy_or_none, to_numpy
 from daskflow.config import load
 from daskflow.grid import Grid
 from daskflow.ns import boundaries as nsb
-from daskflow.ns import initial, runs
-from daskflow.ns.domain import FlowDomain, FlowPlan, wall_face
+from daskflow.ns import initial
+from daskflow.ns.distributed import WorkerLost, WorkerPencils, removed_workers, worker_device
+from daskflow.ns.domain import FlowPlan, wall_face
+from daskflow.ns.local import LocalPencils
 from daskflow.ns.stepper import State, Stepper
-from daskflow.pencils.executor import Member
-from daskflow.pencils.graph import live_workers, scatter_per_worker
+from daskflow.pencils.graph import live_workers
 from daskflow.pencils.layout import pencil_chunks
-from daskflow.pencils.team import Team
+
+__all__ = ["Simulation", "WorkerLost", "check", "check_restart", "removed_workers"]
 
 
 def check(config: dict) -> None:
@@ -111,49 +110,6 @@ def check_restart(store_path: str, config: dict) -> None:
                          "or start a new store")
 
 
-class WorkerLost(RuntimeError):
-    """A worker holding a pencil disappeared during a run."""
-
-
-def removed_workers(client, addresses: list[str]) -> list[str]:
-    """The workers among ``addresses`` that the scheduler has removed: those whose latest membership
-    event (the scheduler logs ``add-worker`` and ``remove-worker`` under each worker's address) is
-    their removal. Evidence, not a poll of who is listed: a slow or momentarily empty reply of the
-    scheduler never counts as a loss."""
-    async def events():
-        return await asyncio.gather(*(client.scheduler.events(topic=address) for address in addresses))
-
-    removed = []
-    for address, log in zip(addresses, client.sync(events), strict=True):
-        actions = [msg.get("action") for _, msg in log if isinstance(msg, dict)]
-        membership = [a for a in actions if a in ("add-worker", "remove-worker")]
-        if membership and membership[-1] == "remove-worker":
-            removed.append(address)
-    return removed
-
-
-def _abort(run_id: str, dask_worker=None) -> None:
-    dask_worker.daskflow_mailbox.put(("daskflow-abort", run_id), None)
-
-
-def _has_gpu() -> bool:
-    return cupy_or_none() is not None
-
-
-def _clock(pencil: dict) -> tuple:
-    return pencil["time"], pencil["step"], pencil["dt"], pencil["forcing_gradient"]
-
-
-def _raise_root_cause(futures: list) -> None:
-    """Raise the error of a failed run: the task that failed first, not the peers it aborted (whose
-    error only says that a peer failed)."""
-    from daskflow.pencils.link import PeerAborted
-
-    errors = [f.exception() for f in futures if f.status == "error"]
-    if errors:
-        raise next((e for e in errors if not isinstance(e, PeerAborted)), errors[0])
-
-
 class Simulation:
     """An incompressible DNS configured by ``config`` (dict or YAML path)."""
 
@@ -175,16 +131,17 @@ class Simulation:
         self.client = client
         s = cfg["solver"]
         if client is not None:
-            self.xp = np  # initial fields are built on the host, then scattered as pencils
+            self.xp = np  # the host view of the fields: set() and checkpoints read on the client
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
         self.state = State(*zeros)
-        self._pencils: list | None = None
-        self._runs = 0
         output = cfg["output"]
         self.store = output["store"]
-        self._flow_plan = self._make_plan("cpu" if self.xp is np else "gpu")  # a cluster's: in _connect
-        self._team: Team | None = None
-        self._steppers: list[Stepper] = []
+        self._local: LocalPencils | None = None  # in process: made at the first use
+        self._cluster: WorkerPencils | None = None  # on a cluster: made below
+        self._flow_plan = self._make_plan("cpu" if self.xp is np else "gpu")
+        if client is not None:
+            self._flow_plan = self._make_plan(worker_device(client, device))
+            self._cluster = WorkerPencils(client, self._flow_plan, cfg["cluster"]["comm"], self.store)
         if _restart:
             self._load_checkpoint()
         else:
@@ -197,19 +154,16 @@ class Simulation:
                              __version__, first_step=self.state.step)
         # the step this run started from (time.steps counts from it, restarts included)
         self.first_step = self._first_step() if _restart else self.state.step
-        if client is not None:
-            self._connect(client, device)
+        if self._cluster is not None and self.store is not None:
+            from daskflow.io import store
+
+            store.record_exchanges(self.store, self._cluster.comm, len(self._cluster.workers))
         if not _restart and self.store is not None and output["fields_every"]:
             self._initial_fields()
 
     def _initial_fields(self) -> None:
         """The field snapshot of the initial state (the run's first record of ``fields``)."""
-        if self.client is None:
-            self._in_process(lambda stepper, state: runs.writer_for(self._flow_plan).fields(stepper, state))
-            return
-        from daskflow.ns.distributed import final_on_worker
-
-        self._pencils = self._submit(final_on_worker, True, False)
+        self._pencils_here.final(self.state, True, False)
 
     @classmethod
     def restart(cls, store_path: str, client=None, **overrides) -> Simulation:
@@ -311,141 +265,32 @@ class Simulation:
                         cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
                         cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
 
-    # ------------------------------------------------------------------ in process
+    # ------------------------------------------------------------------ where the pencils are
+
+    @property
+    def _pencils_here(self) -> LocalPencils | WorkerPencils:
+        """The pencils' owners: the cluster's workers, or participants in this process."""
+        if self._cluster is not None:
+            return self._cluster
+        if self._local is None:
+            self._local = LocalPencils(self._flow_plan)
+        return self._local
 
     @property
     def stepper(self) -> Stepper:
         """The stepper of the first in-process participant (the whole field with one pencil)."""
-        return self._local_steppers()[0]
+        if self._local is None:
+            self._local = LocalPencils(self._flow_plan)
+        return self._local.steppers[0]
 
-    def _local_steppers(self) -> list[Stepper]:
-        """One stepper per pencil, each on its participant's domain (made at the first use)."""
-        if self._team is None:
-            py, pz = self.config["solver"]["pencils"]
-            team = Team(py * pz)
-            members = [Member(me, team.members, pz, team.transports[me], "local") for me in team.members]
-            self._steppers = [runs.stepper_for(self._flow_plan, FlowDomain(self._flow_plan, m)) for m in members]
-            self._team = team
-        return self._steppers
+    @property
+    def comm(self) -> str | None:
+        """The transport of the exchanges between workers (``None`` in process)."""
+        return None if self._cluster is None else self._cluster.comm
 
-    def _in_process(self, body: Callable[[Stepper, State], Any]) -> list:
-        """``body(stepper, state)`` for every in-process participant; returns their results. One
-        pencil is the whole field (no copy); with several, the fields are cut into pencils for the
-        team and put back together after it."""
-        steppers = self._local_steppers()
-        if len(steppers) == 1:
-            return [body(steppers[0], self.state)]
-        xp, st = self.xp, self.state
-        states = []
-        for stepper in steppers:
-            region = stepper.domain.region
-            fields = [xp.asfortranarray(getattr(st, name)[region]) for name in runs.FIELDS]
-            states.append(State(*fields, st.time, st.step, st.dt, [], st.forcing_gradient))
-        try:
-            return self._team.run(lambda i: body(steppers[i], states[i]))
-        finally:  # the pencils as far as they got (every step is collective: all reach the same step unless one fails)
-            for stepper, state in zip(steppers, states, strict=True):
-                for name in runs.FIELDS:
-                    getattr(st, name)[stepper.domain.region] = getattr(state, name)
-            st.time, st.step, st.dt = states[0].time, states[0].step, states[0].dt
-            st.forcing_gradient = states[0].forcing_gradient
-
-    # ------------------------------------------------------------------ cluster
-
-    def _connect(self, client, device: str) -> None:
-        from daskflow.pencils.direct import ensure_mailboxes
-        from daskflow.pencils.transport import choose_comm
-
-        cfg = self.config
-        s = cfg["solver"]
-        py, pz = s["pencils"]
-        self._workers = live_workers(client, py * pz)
-        if py * pz != len(self._workers):
-            raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
-                             f"(one pencil per worker); the cluster has {len(self._workers)}")
-        if device == "auto":
-            device = "gpu" if all(client.run(_has_gpu).values()) else "cpu"
-        self._flow_plan = self._make_plan(device)
-        ensure_mailboxes(client)
-        self._plans = scatter_per_worker(client, self._flow_plan, self._workers)
-        self.comm = choose_comm(client, self._workers, cfg["cluster"]["comm"], device)  # the exchanges' transport
-        self._comm_spec = None  # its communicator (:func:`make_comm` before every run)
-        if self.store is not None:
-            from daskflow.io import store
-
-            store.record_exchanges(self.store, self.comm, len(self._workers))
-
-    def _owner(self, key) -> str:
-        from daskflow.pencils.layout import chunk_owner
-
-        return chunk_owner(key, self._workers, self.config["solver"]["pencils"][1])
-
-    def _scatter(self) -> None:
-        """Send the host fields as pencils to their workers (after construction or ``set``)."""
-        from daskflow.ns.distributed import to_device
-
-        dec = self._flow_plan.poisson_plan.decomposition
-        self._pencils = []
-        for key in dec.indices:
-            y, z = dec.y[key[0]], dec.z[key[1]]
-            pencil = {name: np.asfortranarray(to_numpy(getattr(self.state, name))[:, y, z]) for name in "uvwp"}
-            pencil.update(time=self.state.time, step=self.state.step, dt=self.state.dt,
-                          forcing_gradient=self.state.forcing_gradient)
-            owner = self._owner(key)
-            # a list, not the dict itself: a scattered dict becomes one future per item keyed by the
-            # item names ("u", "v", ...), so every pencil would overwrite the previous one's keys
-            [future] = self.client.scatter([pencil], workers=[owner], hash=False)
-            self._pencils.append(self.client.submit(to_device, future, self._flow_plan.device, workers=[owner],
-                                                    allow_other_workers=False, pure=False))
-
-    def _submit(self, fn, *args, clock: bool = False, stop: Callable[[], bool] | None = None) -> list:
-        """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal
-        events for lost workers, :func:`removed_workers`, and forwarding a ``stop`` request) and
-        returns the new pencils, and with ``clock`` the state's clock after them (fetched by a task
-        queued behind the first pencil's, so the run costs one round trip from here, not two)."""
-        from distributed import wait
-
-        from daskflow.pencils.direct import ready_marker
-        from daskflow.pencils.transport import make_comm, took_turn, wait_turn
-
-        if self._pencils is None:
-            self._scatter()
-        # the workers' shared communicator, or a new one where a failed run aborted it
-        self._comm_spec = make_comm(self.client, self._workers, self.comm, self._flow_plan.device)
-
-        self._runs += 1
-        run_id = uuid.uuid4().hex
-        dec = self._flow_plan.poisson_plan.decomposition
-        owners = [self._owner(key) for key in dec.indices]
-        markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
-                   for pencil, owner in zip(self._pencils, owners, strict=True)]
-        after = wait_turn(self.client, owners)  # fused work of solvers still running on these workers
-        futures = [self.client.submit(fn, self._plans[owner], run_id, self._workers, pencil,
-                                      [*markers, *([after[owner]] if owner in after else [])], *args,
-                                      comm=self._comm_spec, workers=[owner], allow_other_workers=False, pure=False)
-                   for pencil, owner in zip(self._pencils, owners, strict=True)]
-        took_turn(self.client, dict(zip(owners, futures, strict=True)))
-        extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
-        stop_sent = False
-        while True:  # wait, watching for a pencil's worker to disappear and for a stop request
-            try:
-                wait(futures + extra, timeout=0.25 if stop is not None else 1.0)
-                break
-            except TimeoutError:
-                if stop is not None and not stop_sent and stop():
-                    from daskflow.ns.distributed import request_stop
-
-                    self.client.run(request_stop, run_id, workers=sorted(set(owners)))
-                    stop_sent = True
-                gone = removed_workers(self.client, sorted(set(owners)))
-                if gone:
-                    alive = sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - set(gone))
-                    self.client.run(_abort, run_id, workers=alive)
-                    self.client.cancel(futures + markers + extra, force=True)
-                    raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
-        # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
-        _raise_root_cause(futures)
-        return (futures, extra[0].result()) if clock else futures
+    @comm.setter
+    def comm(self, value: str) -> None:
+        self._cluster.comm = value
 
     # ------------------------------------------------------------------ fields
 
@@ -456,10 +301,10 @@ class Simulation:
     def set(self, **fields: Any) -> None:
         """Set ``u, v, w, p`` from arrays ``(nx, ny, nz)`` or functions ``f(x, y, z)`` evaluated at
         each variable's own staggered position."""
-        if self._pencils is not None:  # on a cluster after a run: bring the current fields back first
+        if self._cluster is not None and self._cluster.pencils is not None:  # bring the workers' fields back first
             for name in "uvwp":
                 setattr(self.state, name, np.asfortranarray(to_numpy(self._dask(name).compute())))
-            self._pencils = None
+            self._cluster.pencils = None
         for name, value in fields.items():
             if name not in ("u", "v", "w", "p"):
                 raise ValueError(f"set(): unknown field {name!r} (allowed: u, v, w, p)")
@@ -476,50 +321,27 @@ class Simulation:
                 setattr(self.state, name, wall_face(getattr(self.state, name), i, bc))
 
     def _initial(self) -> None:
-        ini, physics = self.config["initial"], self.config["physics"]
-        kind = ini["kind"]
-        if kind == "uniform":
-            self.set(**{c: np.full(self.grid.shape, v) for c, v in zip("uvw", ini["value"], strict=True)})
-        elif kind == "poiseuille":
-            self.set(u=initial.laminar_channel(self.grid, physics["nu"], physics["forcing"]))
-        elif kind == "couette":
-            self.set(u=initial.couette(self.grid, *self.boundaries.u.values[2]))
-        elif kind == "taylor_green":
-            u, v, w = initial.taylor_green(self.grid, ini["amplitude"] or 1.0)
-            self.set(u=u, v=v, w=w)
-        elif kind == "checkpoint":  # fields and clock of another run (a new run, its own store)
+        """The initial condition of ``config.initial``: evaluated by every participant on its own
+        pencil (on a cluster, on the workers: no field passes through the client), or the fields
+        and clock of another run's checkpoint."""
+        ini = self.config["initial"]
+        if ini["kind"] == "checkpoint":  # fields and clock of another run (a new run, its own store)
             from daskflow.io import store
 
             self._start_from(*store.read_checkpoint(ini["path"]))
-        elif kind == "turbulent_channel":
-            mean = {"log_law": initial.turbulent_channel_mean, "laminar": initial.laminar_channel}[ini["mean"]]
-            base = mean(self.grid, physics["nu"], physics["forcing"])
-            du, dv, dw = initial.channel_perturbation(self.grid, ini["amplitude"] * max(np.abs(base).max(), 1.0),
-                                                      ini["seed"])
-            self.set(u=base + du, v=dv, w=dw)
+            return
+        self._pencils_here.initialize(self.state, ini)
 
     def _dask(self, name: str):
         """Field ``name`` as a Dask array in x-pencil chunks (from the workers' pencils when the
         simulation runs on a cluster)."""
         import dask.array as da
 
-        chunks = pencil_chunks(self.grid.shape, self.config["solver"]["pencils"])
-        if self.client is None or self._pencils is None:
+        cluster = self._cluster
+        if cluster is None or cluster.pencils is None:
+            chunks = pencil_chunks(self.grid.shape, self.config["solver"]["pencils"])
             return da.from_array(getattr(self.state, name), chunks=chunks, asarray=False)
-        from dask.highlevelgraph import HighLevelGraph
-
-        from daskflow.ns.distributed import field_of
-
-        label = f"daskflow-{name}-{id(self)}-{self._runs}"
-        dec = self._flow_plan.poisson_plan.decomposition
-        graph = {(label, 0, *key): (field_of, pencil, name) for key, pencil in zip(dec.indices, self._pencils,
-                                                                                    strict=True)}
-        meta = np.empty((0, 0, 0), dtype=self.config["solver"]["dtype"])
-        if self._flow_plan.device == "gpu":
-            import cupy
-
-            meta = cupy.empty((0, 0, 0), dtype=meta.dtype)
-        return da.Array(HighLevelGraph.from_collections(label, graph), label, chunks, meta=meta)
+        return cluster.field(name, self.config["solver"]["dtype"], f"daskflow-{name}-{id(self)}-{cluster.runs}")
 
     @property
     def u(self):
@@ -542,9 +364,9 @@ class Simulation:
         """Where the simulation computes: ``in process on <device>`` or ``<n> cpu|gpu workers``."""
         from daskflow.backend import device_name
 
-        if self.client is None:
+        if self._cluster is None:
             return f"in process on {device_name(self.xp)}"
-        return f"{len(self._workers)} {self._flow_plan.device} workers"
+        return f"{len(self._cluster.workers)} {self._flow_plan.device} workers"
 
     @property
     def time(self) -> float:
@@ -566,32 +388,14 @@ class Simulation:
         ``time.end_time`` when set); the last step is shortened to land on ``until``. ``stop``:
         polled while the run goes on; once it returns True the run ends after the current step
         (every pencil at the same step)."""
-        from daskflow.ns.distributed import run_on_worker
-
         t = self.config["time"]
         until = until if until is not None else (t["end_time"] if steps is None else None)
         steps = steps if steps is not None else (None if until is not None else t["steps"])
-        if self.client is None:
-            self._in_process(lambda stepper, state: runs.advance_pencil(self._flow_plan, stepper, state, steps, until,
-                                                                        stop))
-            return self
-        target = None if steps is None else self.state.step + steps
-        failures = 0
-        while True:
-            try:
-                remaining = None if target is None else target - self.state.step
-                self._pencils, clock = self._submit(run_on_worker, remaining, until, stop is not None, clock=True,
-                                                    stop=stop)
-                break
-            except WorkerLost as lost:
-                failures += 1
-                if failures > self.config["cluster"]["max_failures"]:
-                    raise RuntimeError(f"daskflow: lost workers {failures} times ({lost}); giving up (cluster."
-                                       f"max_failures = {self.config['cluster']['max_failures']}). The last complete "
-                                       f"checkpoint in {self.store!r} is intact: resume with daskflow run --restart"
-                                       ) from lost
-                self._recover(lost)
-        self.state.time, self.state.step, self.state.dt, self.state.forcing_gradient = clock
+        if self._cluster is None:
+            self._pencils_here.advance(self.state, steps, until, stop)
+        else:
+            self._cluster.advance(self.state, steps, until, stop, self.config["cluster"]["max_failures"],
+                                  self._recover)
         return self
 
     def _recover(self, lost: Exception) -> None:
@@ -600,31 +404,14 @@ class Simulation:
         if self.store is None or not self.config["output"]["checkpoint_every"]:
             raise RuntimeError(f"daskflow: {lost}; no checkpoints are written (output.checkpoint_every), so the "
                                "run cannot recover") from lost
-        logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
-        n = len(self._workers)
-        for attempt in range(10):  # the worker list can still change while the cluster recovers
-            self.client.wait_for_workers(n, timeout=300)
-            self._workers = live_workers(self.client, n)[:n]
-            try:
-                self._plans = scatter_per_worker(self.client, self._flow_plan, self._workers)  # new ones have none
-                break
-            except (KeyError, TimeoutError):  # a worker of that list left (or is paused) again
-                if attempt == 9:
-                    raise
-                time.sleep(1.0)
-        self._pencils = None  # the pencils are gone: the checkpoint replaces them
+        self._cluster.rejoin()
         self._load_checkpoint()
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the current state now (needs ``output.store``)."""
         if self.store is None:
             raise ValueError("checkpoint(): config output.store is not set")
-        if self.client is None:
-            self._in_process(lambda stepper, state: runs.write_checkpoint(self._flow_plan, stepper, state))
-            return
-        from daskflow.ns.distributed import checkpoint_on_worker
-
-        self._pencils = self._submit(checkpoint_on_worker)
+        self._pencils_here.checkpoint(self.state)
 
     def finish(self) -> None:
         """End a run's output: a field snapshot of the current step (when ``output.fields_every`` is
@@ -639,22 +426,12 @@ class Simulation:
         checkpoint = slot is None or (store.read_clock(self.store, slot) or {}).get("step") != self.step
         if not (fields or checkpoint):
             return
-        if self.client is None:
-            self._in_process(lambda stepper, state: runs.final_output(self._flow_plan, stepper, state, fields,
-                                                                      checkpoint))
-            return
-        from daskflow.ns.distributed import final_on_worker
-
-        self._pencils = self._submit(final_on_worker, fields, checkpoint)
+        self._pencils_here.final(self.state, fields, checkpoint)
 
     def diagnostics(self) -> dict:
         """The current ``scalars`` record: dt, CFL, max |div u|, bulk velocity, wall shear stresses,
         Re_tau, kinetic energy (reduced across the workers on a cluster)."""
-        from daskflow.ns.distributed import diagnostics_on_worker
-
-        if self.client is None:
-            return self._in_process(lambda stepper, state: runs.diagnostics(self._flow_plan, stepper, state))[0]
-        return self.client.gather(self._submit(diagnostics_on_worker)[0])
+        return self._pencils_here.diagnostics(self.state)
 
     def divergence_max(self) -> float:
         """Largest |div u| over the cells (reduced across workers on a cluster)."""

@@ -15,6 +15,7 @@ from daskflow import Simulation
 from daskflow.backend import to_numpy
 from daskflow.config import load
 from daskflow.grid import Grid
+from daskflow.ns import advection as adv
 from daskflow.ns import boundaries as nsb
 from daskflow.ns import operators as ops
 from daskflow.ns.domain import whole_domain
@@ -91,12 +92,12 @@ def test_skew_symmetric_form_produces_no_kinetic_energy(case):
     fields = divergence_free(grid, WALLS[bcs.preset], rng)
     P = padded(fields, bcs)
     assert np.abs(ops.divergence(*P, m)).max() < 1e-12 * max(np.abs(f).max() for f in fields) / grid.dzf.min()
-    skew = ops.explicit_terms(*P, m, 0.0, (), advection="skew_symmetric")
+    skew = adv.explicit_terms(*P, m, 0.0, (), advection="skew_symmetric")
     prod, scale = production(fields, skew, m)
     assert abs(prod) < 1e-13 * scale
-    prod, scale = production(fields, ops.skew_advection(*P, m), m)
+    prod, scale = production(fields, adv.skew_advection(*P, m), m)
     assert abs(prod) < 1e-13 * scale
-    divergence_form = production(fields, ops.explicit_terms(*P, m, 0.0, ()), m)
+    divergence_form = production(fields, adv.explicit_terms(*P, m, 0.0, ()), m)
     if grid.z_stretch == 0.0:
         assert abs(divergence_form[0]) < 1e-13 * divergence_form[1]
     else:  # the plain mean of u, v on the x-, y-faces of a w volume: measured -2.4e-4, -5.0e-4, 2.1e-3 here
@@ -105,7 +106,7 @@ def test_skew_symmetric_form_produces_no_kinetic_energy(case):
     rough = [rng.standard_normal(grid.shape) for _ in range(3)]
     for axis in WALLS[bcs.preset]:
         rough[axis][ops._index(axis, -1)] = 0.0
-    prod, scale = production(rough, ops.skew_advection(*padded(rough, bcs), m), m)
+    prod, scale = production(rough, adv.skew_advection(*padded(rough, bcs), m), m)
     assert abs(prod) < 1e-13 * scale
 
 
@@ -118,7 +119,7 @@ def test_skew_symmetric_equals_divergence_form_for_divergence_free_fields(case):
     grid, bcs, m = _setup(case)
     fields = divergence_free(grid, WALLS[bcs.preset], np.random.default_rng(11))
     P = padded(fields, bcs)
-    skew, div = ops.skew_advection(*P, m), ops.advection(*P, m)
+    skew, div = adv.skew_advection(*P, m), adv.advection(*P, m)
     same = (0, 1, 2) if grid.z_stretch == 0.0 else (0, 1)
     for c in same:
         np.testing.assert_allclose(skew[c], div[c], rtol=0, atol=1e-12 * np.abs(div[c]).max())
@@ -135,8 +136,8 @@ def test_blocked_skew_terms_equal_the_plain_expressions(blocking, axes):
     m = ops.Metrics.of(grid, False)
     rng = np.random.default_rng(3)
     P = [np.asfortranarray(rng.standard_normal((14, 12, 11))) for _ in range(3)]
-    got = ops.explicit_terms(*P, m, 0.03, axes, threads=blocking, advection="skew_symmetric")
-    for i, (s, g) in enumerate(zip(ops.skew_advection(*P, m), got, strict=True)):
+    got = adv.explicit_terms(*P, m, 0.03, axes, threads=blocking, advection="skew_symmetric")
+    for i, (s, g) in enumerate(zip(adv.skew_advection(*P, m), got, strict=True)):
         expected = s + 0.03 * ops.laplacian(P[i], m, i, axes) if axes else s
         assert g.flags.f_contiguous
         np.testing.assert_allclose(g, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
@@ -178,7 +179,7 @@ def test_both_forms_agree_to_second_order():
         m = ops.Metrics.of(grid, False)
         fields, exact = _smooth(grid)
         P = padded(fields, bcs)
-        forms = {name: ops.explicit_terms(*P, m, 0.0, (), advection=name) for name in errors}
+        forms = {name: adv.explicit_terms(*P, m, 0.0, (), advection=name) for name in errors}
         inner = [np.s_[:, :, :], np.s_[:, :, :], np.s_[:, :, :-1]]
         gaps.append(max(np.abs(s - d)[i].max() for s, d, i in
                         zip(forms["skew_symmetric"], forms["divergence"], inner, strict=True)))
@@ -244,7 +245,7 @@ def test_config_and_stepper_name_the_setting():
         Stepper(whole_domain(grid, bcs), 0.01, NO_FORCING, "none", "skew")
     P = [np.zeros((14, 12, 18))] * 3
     with pytest.raises(ValueError, match="advection must be one of"):
-        ops.explicit_terms(*P, m, 0.0, (), advection="advective")
+        adv.explicit_terms(*P, m, 0.0, (), advection="advective")
 
 
 CHANNEL = {**BASE_CHANNEL, "physics": {"nu": 0.01, "forcing": FLOW_RATE, "advection": "skew_symmetric"}}
@@ -288,8 +289,8 @@ def test_gpu_skew_terms_equal_numpy(cupy, axes):
     m = ops.Metrics.of(grid, False)
     rng = np.random.default_rng(3)
     P = [rng.standard_normal((12, 9, 14)) for _ in range(3)]
-    expected = ops.explicit_terms(*(np.asfortranarray(p) for p in P), m, 0.3, axes, advection="skew_symmetric")
-    got = ops.explicit_terms(*(cupy.asarray(p) for p in P), m, 0.3, axes, advection="skew_symmetric")
+    expected = adv.explicit_terms(*(np.asfortranarray(p) for p in P), m, 0.3, axes, advection="skew_symmetric")
+    got = adv.explicit_terms(*(cupy.asarray(p) for p in P), m, 0.3, axes, advection="skew_symmetric")
     for g, e in zip(got, expected, strict=True):
         assert isinstance(g, cupy.ndarray)
         np.testing.assert_allclose(g.get(), e, rtol=0, atol=1e-12 * np.abs(e).max())

@@ -98,8 +98,8 @@ def test_every_pencil_is_scattered_under_its_own_key(cluster):
     cfg = copy.deepcopy(CHANNEL)
     cfg["solver"] = {"pencils": pencils}
     sim = Simulation(cfg, client=client)
-    sim._scatter()
-    assert len({f.key for f in sim._pencils}) == len(sim._pencils)
+    sim._cluster.scatter(sim.state)
+    assert len({f.key for f in sim._cluster.pencils}) == len(sim._cluster.pencils)
     held = {key for keys in client.has_what().values() for key in keys}
     assert not held & {"u", "v", "w", "p", "time", "step", "dt", "forcing_gradient"}
     for name in "uvwp":
@@ -150,3 +150,26 @@ def test_phase_profile_accounts_for_the_task(cluster):
         inside = sum(e["seconds"] for p, e in report.items() if p != "task" and not p.startswith("waiting"))
         assert 0 < inside <= report["task"]["seconds"]
         assert report["waiting: halos, reductions, z solves"]["seconds"] > 0
+
+
+def test_the_initial_condition_is_built_on_the_workers(cluster, monkeypatch):
+    """No field passes through the client at the start of a run: every worker evaluates the initial
+    condition on its own pencil (the turbulent channel's perturbation scaled by one reduction of its
+    peak), bit for bit what one process builds, and the run goes on from there."""
+    from daskflow.ns.distributed import WorkerPencils
+
+    def no_scatter(self, state):
+        raise AssertionError("fields were sent from the client")
+
+    monkeypatch.setattr(WorkerPencils, "scatter", no_scatter)
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client)
+    reference = Simulation(CHANNEL)
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(sim, name).compute()), to_numpy(getattr(reference.state, name)))
+    sim.run(steps=3)
+    reference.run(steps=3)
+    ref = to_numpy(reference.state.u)
+    np.testing.assert_allclose(to_numpy(sim.u.compute()), ref, rtol=0, atol=1e-12 * np.abs(ref).max())

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from daskflow.grid import Grid
+from daskflow.ns import advection as adv
 from daskflow.ns import boundaries as nsb
 from daskflow.ns import operators as ops
 
@@ -23,8 +24,8 @@ def setup():
 def test_explicit_terms_equal_advection_plus_laplacian(setup, blocking, cpu_path, axes):
     _, m, padded = setup
     nu = 0.03
-    advect = ops.advection(*padded, m)
-    got = ops.explicit_terms(*padded, m, nu, axes, threads=blocking)
+    advect = adv.advection(*padded, m)
+    got = adv.explicit_terms(*padded, m, nu, axes, threads=blocking)
     for i, (a, f, g) in enumerate(zip(advect, padded, got, strict=True)):
         expected = a + nu * ops.laplacian(f, m, i, axes) if axes else a
         assert g.flags.f_contiguous

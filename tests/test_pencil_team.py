@@ -73,7 +73,7 @@ def test_the_team_equals_the_cluster_bit_for_bit():
 
 def _rounds_per_step(cfg: dict, steps: int = 4, stop=None) -> float:
     sim = Simulation(cfg).run(steps=1)  # set-up rounds (solver factors, first records) are not counted
-    transport = sim._team.transports[sim._team.members[0]]
+    transport = sim.stepper.domain.transport  # participant 0's
     before = transport.rounds
     sim.run(steps=steps, stop=stop)
     return (transport.rounds - before) / steps

@@ -55,12 +55,12 @@ def test_repeated_losses_stop_cleanly_with_the_checkpoint_intact(tmp_path):
 
 def _stall_first_pencil(dask_worker=None):
     """Make this worker's next runs fail the way a peer's missing piece does (TimeoutError)."""
-    import daskflow.ns.distributed as nd
+    import daskflow.ns.runs as runs
 
     def advance(*args, **kwargs):
         raise TimeoutError("daskflow exchange: pieces [...] did not arrive in 0.1 s (test)")
 
-    nd.advance = advance
+    runs.advance = advance
 
 
 @pytest.mark.timeout(120)

@@ -305,14 +305,14 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
                       env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
         first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
-        assert first._comm_spec.key == second._comm_spec.key  # one communicator, two runs on it
-        shared = first._comm_spec
+        assert first._cluster.comm_spec.key == second._cluster.comm_spec.key  # one communicator, two runs on it
+        shared = first._cluster.comm_spec
         _inject_failure(client, "daskflow.ns.runs", "advance", worker=1)
         with pytest.raises(RuntimeError, match="injected"):
             first.run(steps=1)
         assert not all(client.run(transport.comm_alive, shared.key).values())
         second.run(steps=2)
-        assert second._comm_spec.key != shared.key and second.step == 3
+        assert second._cluster.comm_spec.key != shared.key and second.step == 3
 
 
 def _inject_failure(client, module: str, name: str, worker: int) -> None:

@@ -10,11 +10,20 @@ scheduler during a run.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
 import numpy as np
 
+from daskflow.backend import cupy_or_none, to_numpy
 from daskflow.ns import runs
 from daskflow.ns.domain import FlowDomain, FlowPlan
+from daskflow.ns.stepper import State
 from daskflow.pencils.executor import Member
+from daskflow.pencils.layout import chunk_owner, pencil_chunks
 from daskflow.profiling import PhaseClock, TimedDomain, device_sync, merge, phases_enabled
 
 
@@ -67,6 +76,30 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
         return runs.pencil_of(state, stepper.domain)
 
     return _on_worker(plan, run_id, workers, pencil, body, comm)
+
+
+def initial_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, ini: dict,
+                      comm=None) -> dict:
+    """Evaluate the initial condition ``ini`` on this worker's pencil (all workers together)."""
+    def body(stepper, state, worker):
+        runs.initialize_pencil(plan, stepper, state, ini)
+        return runs.pencil_of(state, stepper.domain)
+
+    return _on_worker(plan, run_id, workers, pencil, body, comm)
+
+
+def empty_pencil(plan: FlowPlan, key: tuple[int, int], clock: dict) -> dict:
+    """Zero fields of pencil ``key`` on this worker's device (in the operators' memory order) and ``clock``."""
+    from daskflow.ns.operators import memory_order
+
+    dec = plan.poisson_plan.decomposition
+    shape = (plan.grid.shape[0], dec.y[key[0]].stop - dec.y[key[0]].start, dec.z[key[1]].stop - dec.z[key[1]].start)
+    xp, order = np, "F"  # as a scattered host pencil
+    if plan.device == "gpu":
+        import cupy as xp
+
+        order = memory_order(xp)
+    return {**{name: xp.zeros(shape, dtype=plan.poisson_plan.dtype, order=order) for name in runs.FIELDS}, **clock}
 
 
 def request_stop(run_id: str, dask_worker=None) -> None:
@@ -139,5 +172,237 @@ def field_of(pencil: dict, name: str):
     return pencil[name]
 
 
-__all__ = ["checkpoint_on_worker", "diagnostics_on_worker", "field_of", "final_on_worker", "request_stop",
-           "run_on_worker", "to_device"]
+# ------------------------------------------------------------------------------------ client side
+
+
+class WorkerLost(RuntimeError):
+    """A worker holding a pencil disappeared during a run."""
+
+
+def removed_workers(client, addresses: list[str]) -> list[str]:
+    """The workers among ``addresses`` that the scheduler has removed: those whose latest membership
+    event (the scheduler logs ``add-worker`` and ``remove-worker`` under each worker's address) is
+    their removal. Evidence, not a poll of who is listed: a slow or momentarily empty reply of the
+    scheduler never counts as a loss."""
+    async def events():
+        return await asyncio.gather(*(client.scheduler.events(topic=address) for address in addresses))
+
+    removed = []
+    for address, log in zip(addresses, client.sync(events), strict=True):
+        actions = [msg.get("action") for _, msg in log if isinstance(msg, dict)]
+        membership = [a for a in actions if a in ("add-worker", "remove-worker")]
+        if membership and membership[-1] == "remove-worker":
+            removed.append(address)
+    return removed
+
+
+def _abort(run_id: str, dask_worker=None) -> None:
+    dask_worker.daskflow_mailbox.put(("daskflow-abort", run_id), None)
+
+
+def _has_gpu() -> bool:
+    return cupy_or_none() is not None
+
+
+def worker_device(client, requested: str) -> str:
+    """``solver.device`` on ``client``'s workers: ``auto`` is ``gpu`` when every worker has one."""
+    if requested != "auto":
+        return requested
+    return "gpu" if all(client.run(_has_gpu).values()) else "cpu"
+
+
+def _clock(pencil: dict) -> tuple:
+    return pencil["time"], pencil["step"], pencil["dt"], pencil["forcing_gradient"]
+
+
+def _raise_root_cause(futures: list) -> None:
+    """Raise the error of a failed run: the task that failed first, not the peers it aborted (whose
+    error only says that a peer failed)."""
+    from daskflow.pencils.link import PeerAborted
+
+    errors = [f.exception() for f in futures if f.status == "error"]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, PeerAborted)), errors[0])
+
+
+class WorkerPencils:
+    """``plan``'s pencils on ``client``'s workers, one per worker, each call one fused task per
+    worker; the pencils stay on the workers between calls (:attr:`pencils`: their futures, in
+    decomposition order, or ``None`` until the fields are first placed)."""
+
+    def __init__(self, client, plan: FlowPlan, comm: str, store: str | None) -> None:
+        from daskflow.pencils.direct import ensure_mailboxes
+        from daskflow.pencils.graph import live_workers
+        from daskflow.pencils.transport import choose_comm
+
+        py, pz = plan.poisson_plan.pencils
+        self.client, self.plan, self.store = client, plan, store
+        self.workers = live_workers(client, py * pz)
+        if py * pz != len(self.workers):
+            raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
+                             f"(one pencil per worker); the cluster has {len(self.workers)}")
+        ensure_mailboxes(client)
+        self._place_plans()
+        self.comm = choose_comm(client, self.workers, comm, plan.device)  # the exchanges' transport
+        self.comm_spec = None  # its communicator (:func:`make_comm` before every run)
+        self.pencils: list | None = None
+        self.runs = 0
+
+    def _place_plans(self) -> None:
+        from daskflow.pencils.graph import scatter_per_worker
+
+        self.plans = scatter_per_worker(self.client, self.plan, self.workers)
+
+    def owner(self, key) -> str:
+        return chunk_owner(key, self.workers, self.plan.poisson_plan.pencils[1])
+
+    def scatter(self, state: State) -> None:
+        """Send ``state``'s host fields as pencils to their workers."""
+        dec = self.plan.poisson_plan.decomposition
+        self.pencils = []
+        for key in dec.indices:
+            y, z = dec.y[key[0]], dec.z[key[1]]
+            pencil = {name: np.asfortranarray(to_numpy(getattr(state, name))[:, y, z]) for name in runs.FIELDS}
+            pencil.update(time=state.time, step=state.step, dt=state.dt, forcing_gradient=state.forcing_gradient)
+            owner = self.owner(key)
+            # a list, not the dict itself: a scattered dict becomes one future per item keyed by the
+            # item names ("u", "v", ...), so every pencil would overwrite the previous one's keys
+            [future] = self.client.scatter([pencil], workers=[owner], hash=False)
+            self.pencils.append(self.client.submit(to_device, future, self.plan.device, workers=[owner],
+                                                   allow_other_workers=False, pure=False))
+
+    def create(self, state: State) -> None:
+        """Empty pencils (zeros, ``state``'s clock) made on their workers."""
+        clock = {"time": state.time, "step": state.step, "dt": state.dt, "forcing_gradient": state.forcing_gradient}
+        self.pencils = [self.client.submit(empty_pencil, self.plans[self.owner(key)], key, clock,
+                                           workers=[self.owner(key)], allow_other_workers=False, pure=False)
+                        for key in self.plan.poisson_plan.decomposition.indices]
+
+    def submit(self, fn, *args, state: State, clock: bool = False, stop: Callable[[], bool] | None = None):
+        """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal
+        events for lost workers, :func:`removed_workers`, and forwarding a ``stop`` request) and
+        keeps the new pencils; with ``clock`` returns the state's clock after them (fetched by a task
+        queued behind the first pencil's, so the run costs one round trip from here, not two), else
+        the tasks' futures."""
+
+        from daskflow.pencils.direct import ready_marker
+        from daskflow.pencils.transport import make_comm, took_turn, wait_turn
+
+        if self.pencils is None:
+            self.scatter(state)
+        # the workers' shared communicator, or a new one where a failed run aborted it
+        self.comm_spec = make_comm(self.client, self.workers, self.comm, self.plan.device)
+        self.runs += 1
+        run_id = uuid.uuid4().hex
+        owners = [self.owner(key) for key in self.plan.poisson_plan.decomposition.indices]
+        markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
+                   for pencil, owner in zip(self.pencils, owners, strict=True)]
+        after = wait_turn(self.client, owners)  # fused work of solvers still running on these workers
+        futures = [self.client.submit(fn, self.plans[owner], run_id, self.workers, pencil,
+                                      [*markers, *([after[owner]] if owner in after else [])], *args,
+                                      comm=self.comm_spec, workers=[owner], allow_other_workers=False, pure=False)
+                   for pencil, owner in zip(self.pencils, owners, strict=True)]
+        took_turn(self.client, dict(zip(owners, futures, strict=True)))
+        extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
+        self._wait(futures, markers + extra, run_id, sorted(set(owners)), stop)
+        if fn is not diagnostics_on_worker:
+            self.pencils = futures
+        return extra[0].result() if clock else futures
+
+    def _wait(self, futures: list, others: list, run_id: str, owners: list[str], stop) -> None:
+        from distributed import wait
+
+        stop_sent = False
+        while True:  # wait, watching for a pencil's worker to disappear and for a stop request
+            try:
+                wait(futures + others, timeout=0.25 if stop is not None else 1.0)
+                break
+            except TimeoutError:
+                if stop is not None and not stop_sent and stop():
+                    self.client.run(request_stop, run_id, workers=owners)
+                    stop_sent = True
+                gone = removed_workers(self.client, owners)
+                if gone:
+                    alive = sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - set(gone))
+                    self.client.run(_abort, run_id, workers=alive)
+                    self.client.cancel(futures + others, force=True)
+                    raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
+        # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller
+        _raise_root_cause(futures)
+
+    def rejoin(self) -> None:
+        """After a worker loss: wait for as many workers as before and place the plan on them; the
+        pencils are gone (a checkpoint replaces them)."""
+        from daskflow.pencils.graph import live_workers
+
+        n = len(self.workers)
+        for attempt in range(10):  # the worker list can still change while the cluster recovers
+            self.client.wait_for_workers(n, timeout=300)
+            self.workers = live_workers(self.client, n)[:n]
+            try:
+                self._place_plans()  # new workers have none
+                break
+            except (KeyError, TimeoutError):  # a worker of that list left (or is paused) again
+                if attempt == 9:
+                    raise
+                time.sleep(1.0)
+        self.pencils = None
+
+    def field(self, name: str, dtype: str, label: str):
+        """Field ``name`` as a Dask array in x-pencil chunks, from the workers' pencils."""
+        import dask.array as da
+        from dask.highlevelgraph import HighLevelGraph
+
+        dec = self.plan.poisson_plan.decomposition
+        graph = {(label, 0, *key): (field_of, pencil, name) for key, pencil in zip(dec.indices, self.pencils,
+                                                                                    strict=True)}
+        meta = np.empty((0, 0, 0), dtype=dtype)
+        if self.plan.device == "gpu":
+            import cupy
+
+            meta = cupy.empty((0, 0, 0), dtype=meta.dtype)
+        chunks = pencil_chunks(self.plan.grid.shape, dec.pencils)
+        return da.Array(HighLevelGraph.from_collections(label, graph), label, chunks, meta=meta)
+
+    # the simulation's operations, as the in-process pencils offer them (:class:`~daskflow.ns.local.LocalPencils`)
+
+    def advance(self, state: State, steps: int | None, until: float | None, stop=None, max_failures: int = 0,
+                recover: Callable[[Exception], None] | None = None) -> None:
+        """Advance the pencils; after a lost worker ``recover(lost)`` (which must put ``state`` back
+        at the last checkpoint, see :meth:`rejoin`) and go on, at most ``max_failures`` times."""
+        target = None if steps is None else state.step + steps
+        failures = 0
+        while True:
+            try:
+                remaining = None if target is None else target - state.step
+                clock = self.submit(run_on_worker, remaining, until, stop is not None, state=state, clock=True,
+                                    stop=stop)
+                break
+            except WorkerLost as lost:
+                failures += 1
+                if failures > max_failures or recover is None:
+                    raise RuntimeError(f"daskflow: lost workers {failures} times ({lost}); giving up (cluster."
+                                       f"max_failures = {max_failures}). The last complete checkpoint in "
+                                       f"{self.store!r} is intact: resume with daskflow run --restart") from lost
+                logging.getLogger("daskflow").warning("%s; recovering from the last checkpoint", lost)
+                recover(lost)
+        state.time, state.step, state.dt, state.forcing_gradient = clock
+
+    def initialize(self, state: State, ini: dict) -> None:
+        """The initial condition ``ini`` evaluated on the workers, each on its own pencil."""
+        self.create(state)
+        self.submit(initial_on_worker, ini, state=state)
+
+    def final(self, state: State, fields: bool, checkpoint: bool) -> None:
+        self.submit(final_on_worker, fields, checkpoint, state=state)
+
+    def checkpoint(self, state: State) -> None:
+        self.submit(checkpoint_on_worker, state=state)
+
+    def diagnostics(self, state: State) -> dict:
+        return self.client.gather(self.submit(diagnostics_on_worker, state=state)[0])
+
+
+__all__ = ["WorkerLost", "WorkerPencils", "checkpoint_on_worker", "diagnostics_on_worker", "empty_pencil",
+           "field_of", "final_on_worker", "initial_on_worker", "removed_workers", "request_stop", "run_on_worker",
+           "to_device", "worker_device"]

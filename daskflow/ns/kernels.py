@@ -5,7 +5,7 @@ each neighbour once from global memory; the array-expression version in
 :mod:`daskflow.ns.operators` makes ~60 temporaries per substep. Same formulas (and test-checked
 against them): divergence-form advection with midpoint averages, second differences on the
 stretched z grid. The skew-symmetric form (``physics.advection: skew_symmetric``) has no fused
-kernel: on CuPy it runs the array code of :func:`daskflow.ns.operators.explicit_terms`.
+kernel: on CuPy it runs the array code of :func:`daskflow.ns.advection.explicit_terms`.
 """
 
 from __future__ import annotations

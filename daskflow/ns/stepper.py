@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daskflow.backend import array_module, is_cupy_array
+from daskflow.ns import advection as adv
 from daskflow.ns import operators as ops
 from daskflow.ns.domain import weighted_sum
 
@@ -56,8 +57,8 @@ class Stepper:
     """Advance a :class:`State` for one grid, set of boundaries and physics on ``domain``."""
 
     def __init__(self, domain, nu: float, forcing: dict, implicit: str, advection: str = "divergence") -> None:
-        if advection not in ops.ADVECTION:
-            raise ValueError(f"advection must be one of {', '.join(ops.ADVECTION)}; got {advection!r}")
+        if advection not in adv.ADVECTION:
+            raise ValueError(f"advection must be one of {', '.join(adv.ADVECTION)}; got {advection!r}")
         self.domain = domain
         self.grid, self.bcs = domain.grid, domain.bcs
         self.nu, self.forcing, self.implicit = nu, forcing, implicit
@@ -93,7 +94,7 @@ class Stepper:
     def explicit_terms(self, padded):
         """Advection (``self.advection``: divergence or skew-symmetric form) plus the explicitly
         treated diffusion, per component. CuPy fields in divergence form: one fused CUDA kernel;
-        in skew-symmetric form the array code of :func:`daskflow.ns.operators.explicit_terms`
+        in skew-symmetric form the array code of :func:`daskflow.ns.advection.explicit_terms`
         (a few dozen elementwise kernels and temporaries): measured on one H200 (channel, z-implicit)
         13.5 -> 17.1 ms per step at 128^3 and 37.3 -> 56.5 ms at 256^3. On the CPU (blocked NumPy
         path, one thread) the skew terms cost about 1.4x the divergence ones, +11% per step at
@@ -103,7 +104,7 @@ class Stepper:
             from daskflow.ns.kernels import explicit_terms
 
             return explicit_terms(*padded, self.metrics, self.nu, axes)
-        return ops.explicit_terms(*padded, self.metrics, self.nu, axes, advection=self.advection)
+        return adv.explicit_terms(*padded, self.metrics, self.nu, axes, advection=self.advection)
 
     def step(self, state: State, dt) -> State:
         """One RK3 step of size ``dt``, or of ``dt(rate)`` when ``dt`` is a function of the
@@ -125,8 +126,7 @@ class Stepper:
 
     def substep(self, state: State, s: int, dt) -> float:
         """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
-        a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
-        m, domain = self.metrics, self.domain
+        domain = self.domain
         # Memory: every field-sized array is released as soon as the substep is done with it (the
         # previous substep's terms, the padded velocity, the old velocity components), so the peak
         # stays near the state plus this substep's explicit terms and a few temporaries.
@@ -136,10 +136,20 @@ class Stepper:
             dt = dt(rate)
         else:
             *padded, P = domain.pad_velocity([state.u, state.v, state.w], state.p)
+        self._predict(state, s, dt, padded, P)
+        del padded, P
+        self._project(state, self.tableau.gamma[s] * dt)
+        return dt
+
+    def _predict(self, state: State, s: int, dt: float, padded: list, P) -> None:
+        """The intermediate velocity ``u*`` of substep ``s`` into ``state`` (from the padded velocity
+        and pressure; ``padded`` is emptied as its components are used)."""
+        a, b, g = self.tableau.alpha[s], self.tableau.beta[s], self.tableau.gamma[s]
+        m, domain = self.metrics, self.domain
         rhs = self.explicit_terms(padded)
         implicit_axes = IMPLICIT_AXES[self.implicit]
         if not implicit_axes:
-            padded = None  # only the explicit terms needed it
+            padded.clear()  # only the explicit terms needed it
         pressure_gradient = self.forcing["kind"] == "pressure_gradient"
         body = [self.forcing["value"][i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
         history, state.history = list(state.history), rhs
@@ -170,7 +180,12 @@ class Stepper:
                 history[i] = None
         if pending:
             self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
-        del P, padded, history, pending
+
+    def _project(self, state: State, gdt: float) -> None:
+        """Project ``state``'s intermediate velocity onto divergence-free fields (substep weight
+        ``gdt = gamma dt``), update the pressure, and hold the flow rate when it is forced."""
+        m, domain = self.metrics, self.domain
+        implicit_axes = IMPLICIT_AXES[self.implicit]
         stars = [state.u, state.v, state.w]
         flow_rate = self.forcing["kind"] == "flow_rate"
         if flow_rate:
@@ -180,22 +195,21 @@ class Stepper:
             padded_stars, total = domain.pad_and_reduce(stars, weighted_sum(state.u, domain.dz()), "sum")
         else:
             padded_stars = domain.pad_velocity(stars)
-        divergence = ops.divergence(*padded_stars, m, g * dt)
+        divergence = ops.divergence(*padded_stars, m, gdt)
         del padded_stars  # before the solve, which has its own work arrays
         phi = domain.solve_pressure(divergence)
         del divergence
         Phi = domain.pad(phi, self.bcs.p)
         for i in range(3):
-            stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, g * dt, out=stars[i]), i)
+            stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, gdt, out=stars[i]), i)
         state.u, state.v, state.w = stars
         if implicit_axes:
-            phi = phi - ops.laplacian(Phi, m, 3, implicit_axes, g * dt * self.nu / 2)
+            phi = phi - ops.laplacian(Phi, m, 3, implicit_axes, gdt * self.nu / 2)
         state.p = state.p + phi
         if flow_rate:
             correction = self.forcing["value"][0] - self.bulk_from_sum(total)
             state.u += correction  # a new array of this substep: nobody else holds it
-            state.forcing_gradient = correction / (g * dt)
-        return dt
+            state.forcing_gradient = correction / gdt
 
     def _add_increments(self, state: State, increments: dict) -> None:
         """``u* = u + increment`` per solved component, into the increment's buffer (the old

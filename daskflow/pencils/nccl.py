@@ -35,6 +35,16 @@ def available() -> bool:
     return cupy_or_none() is not None
 
 
+def device_id() -> str | None:
+    """The PCI bus id of the calling worker's current GPU (``None`` without NCCL or a GPU): NCCL
+    needs one GPU per rank of a communicator."""
+    if not available():
+        return None
+    import cupy
+
+    return cupy.cuda.runtime.deviceGetPCIBusId(cupy.cuda.Device().id)
+
+
 def version() -> str | None:
     """NCCL's runtime version as ``major.minor.patch``, or ``None`` without NCCL."""
     try:

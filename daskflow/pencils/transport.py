@@ -305,8 +305,8 @@ def retire(key: tuple, dask_worker=None) -> None:
 def choose_comm(client, workers: Sequence[str], requested: str, device: str,
                 setting: str = "config cluster.comm") -> str:
     """The backend a run on ``workers`` uses: ``requested`` checked, or ``auto`` resolved (NCCL when
-    there are several GPU workers and NCCL loads on all of them, else the mailbox). Errors name
-    ``setting`` (where the request came from)."""
+    there are several GPU workers, each on a GPU of its own, and NCCL loads on all of them, else the
+    mailbox). Errors name ``setting`` (where the request came from)."""
     if requested not in COMMS:
         raise ValueError(f"{setting}: must be one of {', '.join(COMMS)}; got {requested!r}")
     if requested == "mailbox" or len(workers) < 2:
@@ -318,10 +318,14 @@ def choose_comm(client, workers: Sequence[str], requested: str, device: str,
         return requested  # another registered link (LINKS, BOOTSTRAPS)
     from daskflow.pencils import nccl
 
-    usable = device == "gpu" and all(client.run(nccl.available, workers=list(workers)).values())
-    if requested == "nccl" and not usable:
+    devices = list(client.run(nccl.device_id, workers=list(workers)).values()) if device == "gpu" else [None]
+    if requested == "nccl" and None in devices:
         raise ValueError(f"{setting}: 'nccl' needs GPU workers and CuPy arrays (solver.device gpu) where CuPy's "
                          "NCCL loads; use auto, ucx or mailbox")
+    if requested == "nccl" and len(set(devices)) < len(devices):
+        raise ValueError(f"{setting}: 'nccl' needs one GPU per worker, and {len(workers)} workers share "
+                         f"{len(set(devices))} GPU(s); use auto or mailbox")
+    usable = None not in devices and len(set(devices)) == len(devices)
     return "nccl" if usable else "mailbox"
 
 

@@ -206,7 +206,7 @@ def test_bad_slices_are_rejected():
 
 
 def test_uneven_pencils_write_the_same_store(tmp_path):
-    """Pencils of 3, 3, 2 planes along y (ny = 8, py = 3): Zarr chunks tile them (one writer each)."""
+    """Pencils of 3, 3, 2 planes along y (ny = 8, py = 3) write the same store as one pencil."""
     Simulation(_config(tmp_path / "l.zarr")).run(steps=6)
     cfg = _config(tmp_path / "u.zarr")
     cfg["solver"] = {"pencils": [3, 1], "poisson": "ftm"}
@@ -217,7 +217,7 @@ def test_uneven_pencils_write_the_same_store(tmp_path):
         np.testing.assert_allclose(b[name].values, a[name].values, rtol=0, atol=1e-12)
     np.testing.assert_allclose(store.read_checkpoint(str(tmp_path / "u.zarr"))[0]["u"],
                                store.read_checkpoint(str(tmp_path / "l.zarr"))[0]["u"], rtol=0, atol=1e-12)
-    assert Simulation.restart(tmp_path / "l.zarr", solver={"pencils": [3, 1]}).step == 4  # chunks tile any split
+    assert Simulation.restart(tmp_path / "l.zarr", solver={"pencils": [3, 1]}).step == 4  # any split writes it
 
 
 def test_a_failing_disk_stops_cleanly_and_keeps_the_checkpoint(tmp_path, monkeypatch):
@@ -246,9 +246,9 @@ def test_a_failing_disk_stops_cleanly_and_keeps_the_checkpoint(tmp_path, monkeyp
     np.testing.assert_array_equal(to_numpy(resumed.state.u), to_numpy(straight.state.u))
 
 
-def test_fsspec_url_store_and_shards(tmp_path):
+def test_fsspec_url_store(tmp_path):
     """A store given as an fsspec URL (in-memory filesystem here): written, read by xarray, restarted;
-    snapshots sharded one shard per pencil."""
+    a small snapshot is one chunk, unsharded (output.shards is accepted, checked, and needs nothing)."""
     import zarr
 
     url = f"memory://daskflow-{tmp_path.name}/run.zarr"
@@ -257,7 +257,8 @@ def test_fsspec_url_store_and_shards(tmp_path):
     assert store.current_slot(url) == "b"  # steps 4 then 8
     fields = xr.open_zarr(url, group="fields", consolidated=False)
     assert list(fields["step"].values) == [0, 3, 6] and np.isfinite(fields["u"].values).all()
-    assert zarr.open_group(url, mode="r")["fields"]["u"].shards is not None
+    u = zarr.open_group(url, mode="r")["fields"]["u"]
+    assert u.shards is None and u.chunks == (1, *sim.grid.shape)
     scalars = xr.open_zarr(url, group="scalars", consolidated=False)
     np.testing.assert_allclose(scalars["time"].values[-1], sim.time)
     resumed = Simulation.restart(url)
@@ -265,6 +266,76 @@ def test_fsspec_url_store_and_shards(tmp_path):
     with pytest.raises(ValueError, match="output.shards"):
         Simulation(_config(tmp_path / "x.zarr") | {"output": {**_config(tmp_path / "x.zarr")["output"],
                                                               "shards": "yes"}})
+
+
+def test_record_chunks_are_whole_planes_of_at_least_a_mebibyte():
+    """Snapshot and slice chunks: whole x-y planes up to the target size, evenly split; a record
+    below the target is one chunk; a plane above it is cut along y; nothing below 1 MiB where the
+    record is larger."""
+    mib = 1 << 20
+    assert store.record_chunks((48, 32, 32), 8) == (48, 32, 32)  # 384 KiB: one chunk
+    assert store.record_chunks((512, 256, 144), 8) == (512, 256, 16)  # 16 MiB of 1 MiB planes, 9 chunks
+    assert store.record_chunks((512, 256, 17), 8) == (512, 256, 9)  # evenly: 9 + 8 planes, not 16 + 1
+    assert store.record_chunks((4096, 4096, 8), 8) == (4096, 512, 1)  # a 128 MiB plane, cut along y
+    assert store.record_chunks((1, 2048, 2048), 4) == (1, 2048, 2048)  # an x slice: one 16 MiB plane
+    for shape in [(512, 256, 144), (512, 256, 17), (4096, 4096, 8), (2048, 3, 2048), (96, 7, 1000), (768, 512, 1)]:
+        for itemsize in (4, 8):
+            chunk = store.record_chunks(shape, itemsize)
+            nbytes = int(np.prod(chunk)) * itemsize
+            assert chunk[0] == shape[0] and nbytes <= store.CHUNK_BYTES
+            assert nbytes >= min(mib, int(np.prod(shape)) * itemsize), (shape, itemsize, chunk)
+            assert chunk[1] == shape[1] or chunk[2] == 1  # whole x-y planes, or one plane cut along y
+
+
+def test_snapshots_open_as_few_analysis_sized_chunks(tmp_path):
+    """A user opening ``open_run(store)["fields"]`` gets one Dask chunk per snapshot of a small run
+    (not one per pencil-sized Zarr chunk), and reductions are a handful of tasks."""
+    from daskflow.analysis import open_run
+
+    path = tmp_path / "run.zarr"
+    cfg = _config(path)
+    cfg["output"].update({"slices_every": 3, "slices": {"z": [0.05, 1.0], "x": [2.0]}})
+    sim = Simulation(cfg).run(steps=6)
+    ds = open_run(str(path))["fields"]
+    assert ds["u"].data.chunks == ((1, 1, 1), (16,), (8,), (24,))
+    assert ds["u"].data.npartitions == 3 and len(ds["u"].mean().data.__dask_graph__()) < 12
+    np.testing.assert_array_equal(ds["u"].isel(time=-1).values, to_numpy(sim.state.u))
+    z = open_run(str(path))["slices/z"]
+    assert z["w"].data.chunks == ((1, 1), (16,), (8,), (2,))  # steps 3 and 6
+
+
+def test_chunks_spanning_pencils_are_gathered_by_one_writer_on_any_decomposition(tmp_path, monkeypatch):
+    """Zarr chunks that cut across pencils (forced small here: 2 y rows by 1 z plane, against uneven
+    pencils of 3, 3, 2 rows) are each assembled by one worker and written once; a restart on
+    another decomposition (1 x 2 pencils) writes into the same chunks. The store holds exactly the
+    run's fields, equal to an uninterrupted in-process run, and slices equal the fields."""
+    monkeypatch.setattr(store, "CHUNK_BYTES", 300)  # read when the store is created (here, in the client)
+    out = {"slices_every": 3, "slices": {"z": [0.05, 1.0], "y": [1.1]}}
+    cfg = _config(tmp_path / "c.zarr")
+    cfg["output"].update(out)
+    cfg["solver"] = {"pencils": [3, 1], "poisson": "ftm"}
+    with LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        Simulation(cfg, client=c).run(steps=4)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        resumed = Simulation.restart(tmp_path / "c.zarr", client=c, solver={"pencils": [1, 2], "poisson": "ptdma"})
+        resumed.run(steps=5)
+        final = {name: to_numpy(getattr(resumed, name).compute()) for name in "uvwp"}
+    straight = _config(tmp_path / "s.zarr")
+    straight["output"].update(out)
+    Simulation(straight).run(steps=9)
+    a, b = _open(tmp_path / "s.zarr", "fields"), _open(tmp_path / "c.zarr", "fields")
+    assert b["u"].encoding["chunks"] == (1, 16, 2, 1) and b["p"].encoding["chunks"] == (1, 16, 2, 1)
+    assert list(b["step"].values) == [0, 3, 6, 9]
+    for name in "uvwp":
+        np.testing.assert_array_equal(b[name].isel(time=-1).values, final[name])  # exactly the pencils' values
+        np.testing.assert_allclose(b[name].values, a[name].values, rtol=0, atol=1e-12)
+    for axis in "zy":
+        sa, sb = _open(tmp_path / "s.zarr", f"slices/{axis}"), _open(tmp_path / "c.zarr", f"slices/{axis}")
+        for name in "uvwp":
+            np.testing.assert_allclose(sb[name].values, sa[name].values, rtol=0, atol=1e-12)
+    k = int(np.argmin(np.abs(resumed.grid.zc - 1.0)))
+    np.testing.assert_array_equal(_open(tmp_path / "c.zarr", "slices/z")["u"].isel(time=-1).values[:, :, 1],
+                                  final["u"][:, :, k])
 
 
 def test_a_new_run_starts_from_another_runs_checkpoint(tmp_path):

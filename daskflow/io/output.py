@@ -3,8 +3,11 @@
 :class:`Output` is called after every step with the stepper and the state, on every participant of
 the domain (the whole array in process, or every worker's pencil inside the fused task): the
 reductions it needs are collectives of the domain, one participant (``domain.rank0``) keeps the
-small records, and every participant writes the field and checkpoint chunks it owns (CuPy pencils
-are copied to the host inside the worker's task). Nothing passes through the client.
+small records, and every participant writes the checkpoint chunks of its pencil. Field snapshots
+and slices are stored in chunks sized for analysis, which span several pencils: each chunk is
+gathered at one participant in an exchange of the run and written whole by it
+(:func:`write_record`). CuPy pieces travel as device arrays and are copied to the host by the
+writer. Nothing passes through the client.
 
 The small records (scalars, profiles) are buffered on ``rank0`` and appended in blocks: one resize
 and one write per array for many records instead of per step. ``rank0`` commits the store
@@ -16,6 +19,7 @@ of every run segment (:meth:`Output.finish`). A checkpoint is written only from 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 
 import numpy as np
@@ -200,14 +204,15 @@ class Output:
         domain.barrier()  # the time axis has grown before anyone writes into it
         group = store.open_for_write(self.path)["fields"]  # fresh metadata after the resize
         index = group["time"].shape[0] - 1
-        for name in store.FIELD_DIMS:
-            group[name][(index, *domain.region)] = to_numpy(getattr(state, name))
+        boxes = pencil_boxes(domain.pencil_chunks)
+        for name in store.FIELD_DIMS:  # one field at a time: a writer holds at most its chunks of one field
+            write_record(domain, {name: group[name]}, index, boxes, {name: getattr(state, name)})
         domain.barrier()
-        if domain.rank0:  # every pencil of the snapshot is written: readers may see it
+        if domain.rank0:  # every chunk of the snapshot is written: readers may see it
             self.flush(commit=True)
 
     def slices(self, stepper, state) -> None:
-        """Planes of every field at the chosen cell centres; each participant writes its part."""
+        """Planes of every field at the chosen cell centres, gathered into whole chunks."""
         domain, grid = stepper.domain, stepper.grid
         root = self.root["slices"]
         if domain.rank0:
@@ -219,20 +224,24 @@ class Output:
         padded = domain.pad_velocity([state.u, state.v, state.w])  # collective: on every participant
         domain.barrier()
         root = store.open_for_write(self.path)["slices"]
+        pencils = pencil_boxes(domain.pencil_chunks)
+        mine = pencils[_key(domain)]
+        xp = array_module(state.u)
         for axis_name, planes in self.every["slices"].items():
             axis = "xyz".index(axis_name)
             group = root[axis_name]
             index = group["time"].shape[0] - 1
-            region = domain.region
-            start, stop = (region[axis].start or 0), (region[axis].stop or grid.shape[axis])
-            for n, k in enumerate(store.slice_planes(grid, axis, planes)):
-                if not start <= k < stop:
-                    continue
-                for c, name in enumerate(store.FIELD_DIMS):
-                    value = _plane(getattr(state, name), padded[c] if c < 3 else None, axis, k - start, c == axis)
-                    target = list(region)
-                    target[axis] = n
-                    group[name][(index, *target)] = to_numpy(value)
+            ks = store.slice_planes(grid, axis, planes)
+            boxes = {key: _planes_box(box, axis, ks) for key, box in pencils.items()}
+            box = boxes[_key(domain)]
+            values = None
+            if box is not None:  # this pencil holds planes box[axis] of the slice
+                start = mine[axis].start
+                values = {name: xp.stack([_plane(getattr(state, name), padded[c] if c < 3 else None, axis,
+                                                 int(ks[n]) - start, c == axis)
+                                          for n in range(box[axis].start, box[axis].stop)], axis=axis)
+                          for c, name in enumerate(store.FIELD_DIMS)}
+            write_record(domain, {name: group[name] for name in store.FIELD_DIMS}, index, boxes, values)
         domain.barrier()
         if domain.rank0:
             self.flush(commit=True)
@@ -276,3 +285,111 @@ def _plane(field, padded, axis: int, k: int, staggered: bool):
     below, above = list(inner), list(inner)
     below[axis], above[axis] = k, k + 1  # padded index k is the face below plane k
     return 0.5 * (padded[tuple(below)] + padded[tuple(above)])
+
+
+# ------------------------------------------------------------------ records in chunks of the store
+
+Box = tuple  # (slice, slice, slice): a block of a record, in the record's index space
+
+
+def _key(domain):
+    """The chunk index ``(p, q)`` of this participant's pencil (``(0, 0)`` for a whole field)."""
+    return getattr(domain, "key", (0, 0))
+
+
+def pencil_boxes(pencil_chunks: tuple) -> dict[tuple[int, int], Box]:
+    """Every pencil ``(p, q)`` of a decomposition with its block of the field."""
+    (nx,), ys, zs = pencil_chunks
+    y0, z0 = np.cumsum([0, *ys]), np.cumsum([0, *zs])
+    return {(p, q): (slice(0, nx), slice(int(y0[p]), int(y0[p + 1])), slice(int(z0[q]), int(z0[q + 1])))
+            for p in range(len(ys)) for q in range(len(zs))}
+
+
+def _planes_box(box: Box, axis: int, planes: np.ndarray) -> Box | None:
+    """The block of a slice record (planes ``planes`` along ``axis``, sorted) that the pencil of
+    field block ``box`` holds, or ``None`` when it holds none of the planes."""
+    lo, hi = np.searchsorted(planes, [box[axis].start, box[axis].stop])
+    if lo == hi:
+        return None
+    out = list(box)
+    out[axis] = slice(int(lo), int(hi))
+    return tuple(out)
+
+
+def _intersect(a: Box, b: Box) -> Box | None:
+    out = tuple(slice(max(x.start, y.start), min(x.stop, y.stop)) for x, y in zip(a, b, strict=True))
+    return out if all(s.start < s.stop for s in out) else None
+
+
+def _within(inner: Box, outer: Box) -> Box:
+    """``inner`` in the index space of the block ``outer`` that contains it."""
+    return tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inner, outer, strict=True))
+
+
+def _size(box: Box) -> int:
+    return int(np.prod([s.stop - s.start for s in box]))
+
+
+def record_units(shape, unit) -> list[Box]:
+    """The blocks that tile one record of ``shape`` in units (chunks or shards) of ``unit``."""
+    ranges = [[slice(i, min(i + u, n)) for i in range(0, n, u)] for n, u in zip(shape, unit, strict=True)]
+    return [tuple(box) for box in itertools.product(*ranges)]
+
+
+def unit_writers(units: list[Box], boxes: dict) -> list:
+    """The participant that writes each unit: the one whose block holds most of it, ties going to
+    the one with the least assigned so far, then the lowest key (the same answer on every
+    participant)."""
+    load = dict.fromkeys(boxes, 0)
+    writers = []
+    for unit in units:
+        held = {key: _size(part) for key, box in boxes.items()
+                if box is not None and (part := _intersect(unit, box)) is not None}
+        writer = min(held, key=lambda key: (-held[key], load[key], key))
+        load[writer] += _size(unit)
+        writers.append(writer)
+    return writers
+
+
+def write_record(domain, arrays: dict, index: int, boxes: dict, values: dict | None) -> None:
+    """Write record ``index`` of ``arrays`` (zarr arrays of one shape and chunking, along ``time``;
+    collective): participant ``key`` holds block ``boxes[key]`` of the record (``None``: nothing)
+    and passes its values of every array in ``values``. Each chunk (shard, where the array has
+    shards) is gathered whole at its writer (:func:`unit_writers`) in one exchange and written
+    once, so no chunk has two writers and none is read back and rewritten."""
+    key = _key(domain)
+    if len(boxes) == 1:  # one participant: the whole record is here
+        if values is not None:
+            for name, array in arrays.items():
+                array[(index, *boxes[key])] = to_numpy(values[name])
+        return
+    model = next(iter(arrays.values()))
+    units = record_units(model.shape[1:], store.write_unit(model)[1:])
+    writers = unit_writers(units, boxes)
+    mine = {writer: [i for i, w in enumerate(writers) if w == writer] for writer in sorted(set(writers))}
+
+    def sources(dest) -> list:
+        return [s for s in sorted(boxes) if boxes[s] is not None
+                and any(_intersect(units[i], boxes[s]) for i in mine[dest])]
+
+    def cut(plan, source, block, dest) -> dict:
+        box = boxes[source]
+        out = {}
+        for i in mine[dest]:
+            part = _intersect(units[i], box)
+            if part is not None:
+                out[i] = {name: a[_within(part, box)] for name, a in block.items()}
+        return out
+
+    received = domain.ex.exchange({key: values}, list(mine), sources, cut, None)
+    for dest, pieces in received.items():
+        parts = list(zip((boxes[s] for s in sources(dest)), pieces, strict=True))
+        for i in mine[dest]:
+            unit = units[i]
+            held = [(_intersect(unit, box), piece[i]) for box, piece in parts if i in piece]
+            for name, array in arrays.items():
+                sample = held[0][1][name]
+                block = array_module(sample).empty([s.stop - s.start for s in unit], dtype=sample.dtype)
+                for part, piece in held:
+                    block[_within(part, unit)] = piece[name]
+                array[(index, *unit)] = to_numpy(block)

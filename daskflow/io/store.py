@@ -5,9 +5,9 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
 * root attributes: ``config`` (the full validated configuration), ``grid``, ``daskflow_version``,
   ``first_step`` (the step of the run's initial state), ``exchanges`` (the transport that ran);
 * ``fields``: ``u (time, xf, y, z)``, ``v (time, x, yf, z)``, ``w (time, x, y, zf)``,
-  ``p (time, x, y, z)`` and ``step (time)``, from the initial state on; Zarr chunks tile the
-  pencils (one writer per chunk: the pencil itself for even splits, the common divisor of the
-  pencil sizes for uneven ones);
+  ``p (time, x, y, z)`` and ``step (time)``, from the initial state on; one Zarr chunk holds whole
+  x-y planes of one snapshot, as many z planes as fit in :data:`CHUNK_BYTES` (a plane larger than
+  that is cut along y), so a small snapshot is a single chunk (:func:`record_chunks`);
 * ``profiles``: plane averages ``u, v, p, uu, vv, pp, uv`` on ``(time, z)`` and ``w, ww, uw, vw`` on
   ``(time, zf)``, plus ``step``;
 * ``scalars``: ``step, dt, cfl, div_max, bulk_velocity, tau_wall_bottom, tau_wall_top, re_tau,
@@ -32,8 +32,16 @@ view, so a store killed at any instant opens with the records committed before t
 time dimension consistent. Writers open the live arrays with :func:`open_for_write`; a restart
 drops whatever lies beyond the committed length (:func:`truncate_after`).
 
-``output.shards: auto`` stores each snapshot as one shard per pencil (even splits), which keeps the
-object count low on object stores; chunks inside a shard stay small for reading.
+**Who writes a chunk.** Chunks are sized for analysis, not for the decomposition: one chunk
+usually spans several pencils. Every chunk of a record has exactly one writer, the participant
+holding most of it (ties go to the one with the least to write), which receives the other parts
+from the pencils that hold them in one exchange of the run and writes the whole chunk at once
+(:func:`daskflow.io.output.write_record`): no chunk is ever written by two participants, nor
+read back and rewritten. The same holds for any decomposition and any store, so a restart may
+use other pencils than the run that created the store (stores written before kept chunks tiling
+their pencils; they are written the same way). Sharded arrays of older stores are written shard
+by shard. ``output.shards`` is accepted for older configurations: new stores need no shards,
+their chunks being already few and large.
 
 Every variable and coordinate carries CF-style ``long_name`` and ``units`` attributes
 (:func:`attributes`). Coordinates hold the grid's exact positions: ``x, y, z`` cell centres,
@@ -95,42 +103,49 @@ def attributes(name: str, group: str = "") -> dict:
     return {"long_name": long_name, "units": UNITS[name]}
 
 
-def shards(pencil_chunks: tuple, setting: str) -> tuple[int, int] | None:
-    """Shard sizes along y and z: one shard per pencil (``auto``, even splits only: a shard has one
-    writer), or ``None`` (no sharding)."""
-    if setting != "auto" or any(len(set(sizes)) > 1 for sizes in pencil_chunks[1:]):
-        return None
-    return tuple(sizes[0] for sizes in pencil_chunks[1:])
+#: bytes a chunk of a field snapshot or slice aims at (see :func:`record_chunks`)
+CHUNK_BYTES = 16 << 20
 
 
-def aligned_chunks(pencil_chunks: tuple, pieces: int = 8) -> tuple[int, int]:
-    """Zarr chunk sizes along y and z that tile every pencil exactly (one writer per chunk): the
-    largest divisor of the pencils' common divisor that still cuts the axis into at least
-    ``pieces`` chunks, so a restart on up to ``pieces`` pencils per axis tiles the same store."""
-    out = []
-    for sizes in pencil_chunks[1:]:
-        common, n = int(np.gcd.reduce(np.asarray(sizes))), sum(sizes)
-        cap = max(1, n // pieces)
-        out.append(max(d for d in range(1, common + 1) if common % d == 0 and d <= cap))
-    return tuple(out)
+def record_chunks(shape, itemsize: int, target: int | None = None) -> tuple[int, int, int]:
+    """Zarr chunk of one record of shape ``(nx, ny, nz)`` (a field snapshot, or a slice whose cut
+    axis holds its planes): whole along x and y, as many z planes as fit in ``target`` bytes
+    (:data:`CHUNK_BYTES`), split evenly; when one x-y plane is larger than ``target``, one z plane
+    cut evenly along y. A record smaller than ``target`` is one chunk; any other chunk holds at
+    least half of ``target``."""
+    target = CHUNK_BYTES if target is None else int(target)
+    nx, ny, nz = (int(n) for n in shape)
+
+    def even(n: int, most: int) -> int:  # the size that cuts n into equal chunks of at most `most`
+        most = max(1, min(n, most))
+        return -(-n // -(-n // most))
+
+    plane = nx * ny * itemsize
+    if plane <= target:
+        return nx, ny, even(nz, target // plane)
+    return nx, even(ny, target // (nx * itemsize)), 1
+
+
+def write_unit(array) -> tuple[int, ...]:
+    """The block of ``array`` that one participant writes whole: its shard when the array is
+    sharded (stores of older versions), else its chunk."""
+    return tuple(array.shards or array.chunks)
 
 
 def check_alignment(path: str, pencil_chunks: tuple) -> None:
-    """Refuse a decomposition whose pencils would share Zarr chunks of the store's field snapshots
-    (checkpoints are re-chunked for the writer's decomposition at every write)."""
-    chunks = _committed(path)["fields"]["u"].chunks[1:]
-    for axis, sizes in ((1, pencil_chunks[1]), (2, pencil_chunks[2])):
-        if any(size % chunks[axis] for size in sizes):
-            raise ValueError(f"config solver.pencils: pencils of sizes {list(sizes)} along {'xyz'[axis]} do not tile "
-                             f"the store's chunks of {chunks[axis]}; use a decomposition whose splits are "
-                             f"multiples of {chunks[axis]}")
+    """Whether pencils of ``pencil_chunks`` can write the field snapshots and slices of the store at
+    ``path``: always, since every chunk is gathered at one participant and written whole (module
+    docstring), whatever the store's chunks and the pencils. Kept so callers that still ask get
+    their answer; it refuses nothing."""
+    del path, pencil_chunks
 
 
 def checkpoint_chunks(pencil_chunks: tuple) -> tuple[int, int]:
-    """Chunks of a checkpoint slot: one per pencil (the pencils' common divisor for uneven splits).
-    Slots are re-chunked for whichever decomposition writes them, so nothing else constrains them,
-    and few large chunks keep a checkpoint's writes, syncs and checksums cheap."""
-    return aligned_chunks(pencil_chunks, pieces=1)
+    """Chunks of a checkpoint slot along y and z: one per pencil (the pencils' common divisor for
+    uneven splits), so every participant writes its own chunks. Slots are re-chunked for whichever
+    decomposition writes them, so nothing else constrains them, and few large chunks keep a
+    checkpoint's writes, syncs and checksums cheap."""
+    return tuple(int(np.gcd.reduce(np.asarray(sizes))) for sizes in pencil_chunks[1:])
 
 
 def coordinates(grid: Grid) -> dict[str, np.ndarray]:
@@ -188,10 +203,9 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
     dtype = config["solver"]["dtype"]
     compressors = _compressors(config["output"]["compression"])
-    sharded = shards(pencil_chunks, config["output"]["shards"])
     coords = coordinates(grid)
     nx, ny, nz = grid.shape
-    y_chunk, z_chunk = aligned_chunks(pencil_chunks)
+    itemsize = np.dtype(dtype).itemsize
 
     def axis_coords(group, names):
         for name in names:
@@ -201,9 +215,9 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     axis_coords(fields, coords)
     _time_axis(fields)
     for name, dims in FIELD_DIMS.items():
-        fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, nx, y_chunk, z_chunk), dtype=dtype,
-                            dimension_names=["time", *dims], compressors=compressors, attributes=attributes(name),
-                            shards=None if sharded is None else (1, nx, *sharded))
+        fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, *record_chunks(grid.shape, itemsize)),
+                            dtype=dtype, dimension_names=["time", *dims], compressors=compressors,
+                            attributes=attributes(name))
     profiles = root.create_group("profiles")
     axis_coords(profiles, ("z", "zf"))
     _time_axis(profiles)
@@ -232,9 +246,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                 dims = tuple(axis_name if d[0] == axis_name else d for d in dims)
                 shape = [nx, ny, nz]
                 shape[axis] = len(index)
-                chunks = [nx, y_chunk, z_chunk]
-                chunks[axis] = 1
-                group.create_array(name, shape=(0, *shape), chunks=(1, *chunks), dtype=dtype,
+                group.create_array(name, shape=(0, *shape), chunks=(1, *record_chunks(shape, itemsize)), dtype=dtype,
                                    dimension_names=["time", *dims], compressors=compressors,
                                    attributes=attributes(name))
     checkpoint = root.create_group("checkpoint")

@@ -1,13 +1,17 @@
-"""Command line: ``daskflow run CONFIG`` (a simulation), ``daskflow validate CONFIG``,
-``daskflow info``, ``daskflow jobscript CONFIG``, and ``daskflow poisson`` (a manufactured-solution
-Poisson solve on an embedded Dask cluster, checked against the exact solution).
+"""The ``daskflow`` command: ``run``, ``validate``, ``info``, ``jobscript`` (carried out by
+:mod:`daskflow.runner`) and ``poisson`` (a manufactured-solution Poisson solve, checked against the
+exact solution). The parser's texts are plain (``--help`` shows them as they are), mistyped commands
+and options get the closest valid one, and ``-v`` / ``-q`` set what the terminal shows
+(:class:`daskflow.runner.Console`).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 import time
 
@@ -35,11 +39,12 @@ def poisson_on_cluster(args, solver: PoissonSolver, rhs: np.ndarray, gpu: bool) 
     from daskflow.cluster import start
     from daskflow.config import DEFAULTS
     from daskflow.poisson.distributed import home_chunks, persist_home
+    from daskflow.runner import CONSOLE
 
     section = {**DEFAULTS["cluster"], "kind": "local-cuda" if gpu else "local"}
-    with start(section, args.pencils[0] * args.pencils[1]) as client:
-        print(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard {client.dashboard_link}",
-              file=sys.stderr)
+    with start(section, args.pencils[0] * args.pencils[1], worker_output=CONSOLE.worker_log(),
+               log_level=CONSOLE.dask_level()) as client:
+        CONSOLE.say(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard {client.dashboard_link}")
         b = da.from_array(rhs, chunks=home_chunks(solver))
         if gpu:
             b = b.map_blocks(_to_gpu, dtype=rhs.dtype)
@@ -106,13 +111,79 @@ def _report(args, grid: Grid, xp, residual: float, error: float, seconds: float,
     }
 
 
-def _parser() -> argparse.ArgumentParser:
-    from daskflow import __version__
+DESCRIPTION = """\
+Direct numerical simulation of wall turbulence (incompressible Navier-Stokes, staggered finite
+differences, pencil decomposition) on Dask: on this machine, on GPUs, or on a batch system."""
 
-    parser = argparse.ArgumentParser(prog="daskflow", description=__doc__)
+EPILOG = """\
+examples:
+  daskflow run channel-small                the shipped 48 x 32 x 32 channel, embedded cluster
+  daskflow run run.yaml --restart           continue from the latest checkpoint of its store
+  daskflow validate run.yaml                check a configuration, print it with its defaults
+  daskflow jobscript run.yaml --kind slurm  the batch script of one node of workers
+  daskflow info                             versions, GPUs, NCCL and UCX, default cluster
+
+Messages: daskflow's own lines go to the terminal; Dask's warnings and log messages (the workers'
+included) go to the run's log file, STORE.log beside its store, and reach the terminal with -v.
+A failure is one line; -v also prints its traceback. -q leaves errors and the final result."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the closest valid command, choice or option."""
+
+    def error(self, message: str):
+        chosen = re.search(r"argument ([^:]+): invalid choice: '([^']*)'", message)
+        if chosen:
+            for action in self._actions:
+                names = [*action.option_strings, action.dest, action.metavar or ""]
+                if action.choices and chosen.group(1) in names + ["/".join(action.option_strings)]:
+                    close = difflib.get_close_matches(chosen.group(2), [str(c) for c in action.choices], n=1)
+                    if close:
+                        message = f"{message}; did you mean {close[0]!r}?"
+                    break
+        super().error(message)
+
+    def reject_unknown(self, words: list[str]):
+        """Refuse the words it did not recognise, each option with the closest one this parser has."""
+        known = [option for action in self._actions for option in action.option_strings]
+        guesses = {}
+        for word in words:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+                if close:
+                    guesses[word] = close[0]
+        hint = ""
+        if len(guesses) == 1:
+            hint = f"; did you mean {next(iter(guesses.values()))}?"
+        elif guesses:
+            hint = f"; did you mean {', '.join(f'{right} for {wrong}' for wrong, right in guesses.items())}?"
+        self.error(f"unrecognized arguments: {' '.join(words)}{hint}")
+
+
+def _parser() -> Parser:
+    from daskflow.version import __version__
+
+    verbosity = argparse.ArgumentParser(add_help=False)
+    verbosity.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                           help="show Dask's warnings and log messages and the traceback of an error (-vv: Dask's "
+                                "info messages too)")
+    verbosity.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
+                           help="show only errors and the final result")
+    parser = Parser(prog="daskflow", description=DESCRIPTION, epilog=EPILOG, parents=[verbosity],
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"daskflow {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a configured simulation (YAML), on an embedded cluster by default")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    parser.commands = {}
+
+    def command(name: str, text: str, description: str | None = None):
+        parser.commands[name] = sub.add_parser(name, help=text, description=description or text,
+                                               parents=[verbosity])
+        return parser.commands[name]
+
+    r = command("run", "run a configured simulation (YAML), on an embedded cluster by default",
+                "Run the simulation a YAML configuration describes. Progress goes to the terminal, the "
+                "final result (steps, time, dt, store) to standard output as JSON, Dask's messages to "
+                "STORE.log beside a local store (a temporary file otherwise, kept only when the run fails).")
     r.add_argument("config", help="YAML configuration file, or the name of a shipped example (channel-small)")
     r.add_argument("--steps", type=int, help="override time.steps: the run's length in steps from its initial "
                    "state (a restart continues to the same final step)")
@@ -125,12 +196,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
                         "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
     r.add_argument("--report-every", type=int, default=0, help="steps between progress lines (default: ~20 lines)")
-    v = sub.add_parser("validate", help="check a configuration without starting anything")
-    v.add_argument("config")
-    sub.add_parser("info", help="versions, GPUs, UCX availability, default cluster")
-    j = sub.add_parser("jobscript", help="print the batch script dask-jobqueue submits for the cluster section")
-    j.add_argument("config")
-    p = sub.add_parser("poisson", help="solve a manufactured Poisson problem and report accuracy and speed")
+    v = command("validate", "check a configuration without starting anything",
+                "Check a configuration and print it as a run would use it (every default filled in), with the "
+                "memory it needs; -q prints the verdict only.")
+    v.add_argument("config", help="YAML configuration file, or the name of a shipped example")
+    command("info", "versions, GPUs, NCCL and UCX, the default cluster")
+    j = command("jobscript", "print the batch script of one node of workers (SLURM or PBS)",
+                "Print the batch script dask-jobqueue writes for one node of the configuration's workers. The "
+                "workers join the scheduler at cluster.address, or the one named in a scheduler file; the "
+                "script's first comments say how to start that scheduler and the run.")
+    j.add_argument("config", help="YAML configuration file, or the name of a shipped example")
+    j.add_argument("--kind", choices=["slurm", "pbs"], help="the batch system (overrides cluster.kind)")
+    j.add_argument("--scheduler-file", metavar="PATH",
+                   help="where the scheduler writes its address, when the configuration gives neither "
+                        "cluster.address nor cluster.scheduler_file (default: CONFIG-scheduler.json here)")
+    p = command("poisson", "solve a manufactured Poisson problem and report accuracy and speed")
     p.add_argument("--shape", type=int, nargs=3, default=[64, 64, 64], metavar=("NX", "NY", "NZ"))
     p.add_argument("--lengths", type=float, nargs=3, default=[2.0, 1.0, 2.0], metavar=("LX", "LY", "LZ"))
     p.add_argument("--stretch", type=float, default=2.0, help="z stretching (0 = uniform)")
@@ -160,23 +240,44 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    from daskflow.runner import CONSOLE
+
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].reject_unknown(unknown)
+    CONSOLE.verbosity = getattr(args, "verbose", 0) - getattr(args, "quiet", 0)
+    prefix = f"daskflow {args.command}"
+    try:
+        return _command(args)
+    except ValueError as exc:  # configuration and input errors: their message names the setting
+        CONSOLE.error(f"{prefix}: {' '.join(str(exc).split())}")
+        return 2
+    except BrokenPipeError:  # the reader of the output went away: not a failure of the command
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything else: one line (the traceback with -v)
+        CONSOLE.failure(prefix, exc)
+        return 1
+    finally:
+        CONSOLE.close()
+
+
+def _command(args) -> int:
     if args.command in ("run", "validate", "info", "jobscript"):
         from daskflow.runner import info, jobscript, run, validate
 
-        try:
-            return {"run": run, "validate": validate, "info": info, "jobscript": jobscript}[args.command](args)
-        except ValueError as exc:
-            print(f"daskflow {args.command}: {exc}", file=sys.stderr)
-            return 2
+        return {"run": run, "validate": validate, "info": info, "jobscript": jobscript}[args.command](args)
+    from daskflow.runner import CONSOLE
+
     if args.cluster == "local" and args.pencils[0] * args.pencils[1] > 64:
-        print("daskflow poisson: --pencils asks for more than 64 workers", file=sys.stderr)
-        return 2
-    try:
-        result = poisson_demo(args)
-    except ValueError as exc:
-        print(f"daskflow {args.command}: {exc}", file=sys.stderr)
-        return 2
+        raise ValueError("--pencils asks for more than 64 workers")
+    if args.cluster == "local":
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="daskflow-poisson-", suffix=".log")
+        os.close(fd)
+        CONSOLE.open_log(path, keep=False)  # Dask's messages; kept only if the solve fails
+    result = poisson_demo(args)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import warnings
 
 from daskflow.backend import cupy_or_none
@@ -232,12 +233,24 @@ def _jobqueue_kwargs(section: dict, kind: str) -> dict:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def job_script(section: dict) -> str:
-    """The batch script dask-jobqueue submits for one node of workers (nothing is started); with
-    ``cluster.tls`` files its worker command carries ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``."""
+def job_script(section: dict, scheduler_file: str | None = None, config: str = "CONFIG") -> str:
+    """The batch script of one node of workers for a ``slurm`` or ``pbs`` cluster section (nothing is
+    started or submitted), as dask-jobqueue writes it; with ``cluster.tls`` files its worker command
+    carries ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``.
+
+    A scheduler's address exists only once it runs (``daskflow run`` starts one and submits this
+    script with it), so the script names a real one: ``cluster.address`` when set (its protocol must
+    be the workers' ``--protocol``), else the scheduler file ``cluster.scheduler_file`` or
+    ``scheduler_file``, which a scheduler started with the same protocol writes; comments at the top
+    of the script say how to start that scheduler and the run (``config``: the configuration's
+    path). Without either, the address is the placeholder ``PROTOCOL://SCHEDULER-ADDRESS:8786``
+    (of the workers' protocol) that ``daskflow run`` replaces."""
+    import shlex
+
     kind = section["kind"]
     if kind not in ("slurm", "pbs"):
-        raise ValueError(f"config cluster.kind: job scripts exist for slurm and pbs, got {kind!r}")
+        raise ValueError(f"config cluster.kind: job scripts exist for slurm and pbs, got {kind!r} (daskflow jobscript "
+                         "CONFIG --kind slurm|pbs chooses one)")
     if importlib.util.find_spec("dask_jobqueue") is None:
         raise ValueError("cluster.kind slurm/pbs needs dask-jobqueue (pip install 'daskflow[hpc]')")
     from dask_jobqueue.pbs import PBSJob
@@ -247,8 +260,33 @@ def job_script(section: dict) -> str:
     kwargs = _jobqueue_kwargs(section, kind)
     kwargs.pop("scheduler_options")
     protocol = kwargs["protocol"]
-    return job(scheduler=f"{protocol}://SCHEDULER-ADDRESS:8786", name="daskflow-worker",
-               security=security_for(section, protocol), **kwargs).job_script()
+    security = security_for(section, protocol)
+    tls = section.get("tls") or {}
+    tls_options = "".join(f" --tls-{option} {shlex.quote(tls[part])}" for option, part in
+                          (("ca-file", "ca_file"), ("cert", "cert"), ("key", "key")) if tls)
+    address = section.get("address")
+    if address:
+        scheme = address.split("://", 1)[0] if "://" in address else None
+        if scheme is not None and scheme != protocol:
+            raise ValueError(f"config cluster.address: {address!r} is a {scheme} address, but the workers talk "
+                             f"{protocol} (cluster.protocol {section['protocol']!r} with cluster.tls "
+                             f"{section.get('tls')!r}); give an address of the workers' protocol")
+        scheduler = address if scheme else f"{protocol}://{address}"
+        notes = [f"# Dask workers for daskflow, joining the scheduler at {scheduler} (cluster.address); then run",
+                 f"#   daskflow run {shlex.quote(config)} --cluster {scheduler}"]
+    else:
+        path = section.get("scheduler_file") or scheduler_file
+        if not path:  # what daskflow run fills in when it submits the script
+            return job(scheduler=f"{protocol}://SCHEDULER-ADDRESS:8786", name="daskflow-worker", security=security,
+                       **kwargs).job_script()
+        quoted = shlex.quote(path)
+        scheduler = f"--scheduler-file {quoted}"
+        notes = [f"# Dask workers for daskflow. They join the scheduler whose address {quoted} holds:",
+                 "# start it first, with the workers' protocol, on a host they reach, then the run:",
+                 f"#   dask scheduler --scheduler-file {quoted} --protocol {protocol}{tls_options}",
+                 f"#   daskflow run {shlex.quote(config)} --cluster scheduler-file:{quoted}"]
+    kwargs["job_script_prologue"] = [*notes, *kwargs["job_script_prologue"]]
+    return job(scheduler=scheduler, name="daskflow-worker", security=security, **kwargs).job_script()
 
 
 DEFAULT_CPU_WORKERS = 8  # at most this many CPU workers for pencils: auto (one per core below that)
@@ -287,10 +325,38 @@ def default_workers(section: dict) -> int:
     return max(1, min(cores, DEFAULT_CPU_WORKERS))
 
 
+def send_worker_output(client, path: str) -> None:
+    """Make every worker of ``client``, those running now and any started later, write its standard
+    error (Dask's log messages, Python warnings, tracebacks of failed tasks) to the end of the file
+    ``path`` instead of the terminal an embedded cluster shares with the command (:func:`start`)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class WorkerOutput(WorkerPlugin):
+        name = "daskflow-worker-output"
+
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        def setup(self, worker) -> None:
+            import os
+            import sys
+
+            sys.stderr.flush()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(fd, 2)
+            os.close(fd)
+
+    client.register_plugin(WorkerOutput(path), name=WorkerOutput.name)
+
+
 @contextlib.contextmanager
-def start(section: dict, workers: int):
+def start(section: dict, workers: int, worker_output: str | None = None, log_level: int = logging.WARNING):
     """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``), holding the
-    cluster's ``Security`` (``client.security``; the temporary certificate of an embedded cluster)."""
+    cluster's ``Security`` (``client.security``; the temporary certificate of an embedded cluster).
+
+    The workers of an embedded cluster log at ``log_level`` and, with ``worker_output`` (a file),
+    write their standard error there rather than to this process's terminal (:func:`send_worker_output`);
+    workers started elsewhere keep their own output."""
     from distributed import Client
 
     kind = section["kind"]
@@ -325,17 +391,20 @@ def start(section: dict, workers: int):
                 options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
             with worker_environment():
                 cluster = LocalCUDACluster(n_workers=n, protocol=protocol, security=security,
-                                           dashboard_address=section["dashboard_address"], **options)
+                                           dashboard_address=section["dashboard_address"], silence_logs=log_level,
+                                           **options)
         else:
             from distributed import LocalCluster
 
             with worker_environment():
                 cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
-                                       protocol=protocol, security=security,
+                                       protocol=protocol, security=security, silence_logs=log_level,
                                        dashboard_address=section["dashboard_address"])
         with cluster, Client(cluster, security=security) as client:
             if kind in ("slurm", "pbs"):
                 client.wait_for_workers(n)
             else:
+                if worker_output:
+                    send_worker_output(client, worker_output)
                 ignore_group_signals(client)
             yield client

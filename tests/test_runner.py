@@ -85,6 +85,65 @@ def test_jobscript_for_slurm_and_pbs(tmp_path):
     assert proc.returncode == 2 and "cluster.kind" in proc.stderr
 
 
+def _jobscript(capsys, *args) -> tuple[int, str, str]:
+    from daskflow.cli import main
+
+    code = main(["jobscript", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_jobscript_of_every_example_names_a_scheduler_of_the_workers_protocol(tmp_path, capsys, monkeypatch):
+    """``daskflow jobscript EXAMPLE --kind slurm|pbs`` for every shipped example: the workers join a
+    scheduler through a real scheduler file (never an address placeholder), and the scheduler the
+    script's comments start, and the run, use that file with the workers' protocol. A UCX or TLS
+    cluster gets the same protocol (and files) on both sides; a cluster.address of another protocol
+    than the workers' is refused, one of theirs is written as it is."""
+    import re
+
+    from distributed.security import Security
+
+    monkeypatch.chdir(tmp_path)
+    for example in sorted(EXAMPLES.glob("*.yaml")):
+        for kind, marker in (("slurm", "#SBATCH"), ("pbs", "#PBS")):
+            code, script, err = _jobscript(capsys, example, "--kind", kind)
+            assert code == 0, err
+            path = tmp_path / f"{example.stem}-scheduler.json"  # the default: beside where it is asked
+            (worker,) = [line for line in script.splitlines() if "dask_cuda.cli" in line]
+            protocol = re.search(r"--protocol (\w+)", worker).group(1)
+            assert marker in script and "SCHEDULER-ADDRESS" not in script and "insert" not in script
+            assert f"dask_cuda.cli --scheduler-file {path} " in worker
+            assert f"dask scheduler --scheduler-file {path} --protocol {protocol}\n" in script
+            assert f"daskflow run {example} --cluster scheduler-file:{path}\n" in script
+    shared = tmp_path / "shared" / "s.json"
+    temporary = Security.temporary()
+    files = {}
+    for name, text in (("ca_file", temporary.tls_ca_file), ("cert", temporary.tls_worker_cert),
+                       ("key", temporary.tls_worker_key)):
+        files[name] = str(tmp_path / f"{name}.pem")
+        Path(files[name]).write_text(text)
+    cfg = yaml.safe_load((EXAMPLES / "channel-small.yaml").read_text())
+    for cluster, protocol, extra in (({"protocol": "ucx", "tls": False}, "ucx", ""),
+                                     ({"tls": files}, "tls", f" --tls-ca-file {files['ca_file']} --tls-cert "
+                                                             f"{files['cert']} --tls-key {files['key']}")):
+        config = tmp_path / "c.yaml"
+        config.write_text(yaml.safe_dump({**cfg, "cluster": {"kind": "slurm", **cluster}}))
+        code, script, err = _jobscript(capsys, config, "--scheduler-file", shared)
+        (worker,) = [line for line in script.splitlines() if "dask_cuda.cli" in line]
+        assert code == 0 and f"--scheduler-file {shared} " in worker and f"--protocol {protocol}" in worker, err
+        assert f"dask scheduler --scheduler-file {shared} --protocol {protocol}{extra}\n" in script
+    config.write_text(yaml.safe_dump({**cfg, "cluster": {"kind": "pbs", "protocol": "ucx", "tls": False,
+                                                         "address": "tcp://login1:8786"}}))
+    code, script, err = _jobscript(capsys, config)
+    assert code == 2 and script == "" and "cluster.address" in err and "ucx" in err and "tcp" in err
+    config.write_text(yaml.safe_dump({**cfg, "cluster": {"kind": "pbs", "protocol": "ucx", "tls": False,
+                                                         "address": "ucx://login1:8786"}}))
+    code, script, err = _jobscript(capsys, config)
+    assert code == 0 and "dask_cuda.cli ucx://login1:8786 " in script and "--protocol ucx" in script, err
+    assert f"daskflow run {config} --cluster ucx://login1:8786" in script
+    assert list(tmp_path.glob("*.json")) == [] and not shared.parent.exists()  # nothing is started or written
+
+
 def test_cluster_address_must_be_given(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("cluster: {kind: address}\n")

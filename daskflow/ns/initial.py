@@ -184,6 +184,8 @@ def velocity(grid: Grid, wall_values, nu: float, forcing: dict, ini: dict, regio
     region = _normal(grid, region)
     kind, shape = ini["kind"], _shape(region)
     zero = np.zeros(shape)
+    if kind == "zero":
+        return zero, zero.copy(), zero.copy()
     if kind == "uniform":
         return tuple(np.full(shape, float(value)) for value in ini["value"])
     if kind == "taylor_green":

@@ -12,6 +12,12 @@ What the model counts is read off the code, not assumed:
   boundary rows inside the column group when ``pz > 1``, nothing otherwise) and one bulk-velocity
   all-reduce (flow-rate forcing); one CFL all-reduce per step.
 
+The enumeration is that of the code the committed measurements ran (``docs/results``, up to commit
+2854c37), which the model is fitted to. The step now makes fewer rounds at ``pz > 1`` (the three
+z-solves share one; P-TDMA all-gathers the boundary rows at ``pz = 2``; the reductions ride on
+halos: ``benchmarks/exchange_rounds.py``); the model follows once it is refitted to measurements of
+that code.
+
 Pieces are enumerated per (source chunk, destination chunk) with the exact uneven split sizes of
 :mod:`daskflow.pencils.layout` and the round-robin chunk owners of
 :func:`daskflow.pencils.graph.chunk_owner`, so the bytes leaving a GPU, its peers and the pieces that

@@ -293,7 +293,7 @@ def _output(o: dict, lengths: list) -> None:
             if not 0.0 <= v <= length:
                 _fail(f"output.slices.{axis}[{i}]", f"must lie in [0, {length}] (the box), got {v}")
     _choice(o["compression"], COMPRESSION, "output.compression")
-    _choice(o["shards"], ("auto", "none"), "output.shards")
+    _choice(o["shards"], ("auto", "none"), "output.shards")  # ignored: read so that older stores restart
 
 
 def _missing(cfg: dict) -> None:

@@ -118,7 +118,7 @@ class Simulation:
         check(self.config)
         self.autotune = None  # the AutotuneResult when solver.pencils or solver.poisson was auto
         if "auto" in (self.config["solver"]["pencils"], self.config["solver"]["poisson"]):
-            self._resolve_auto(client, _restart, _stored_solver)
+            self._resolve_auto(client, _stored_solver)
         cfg = self.config
         g = cfg["grid"]
         self.grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
@@ -181,7 +181,7 @@ class Simulation:
         check_restart(store_path, config)
         return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
 
-    def _resolve_auto(self, client, restart: bool, stored: dict | None) -> None:
+    def _resolve_auto(self, client, stored: dict | None) -> None:
         """Replace ``solver.pencils: auto`` / ``solver.poisson: auto`` by concrete values in
         ``self.config`` (so the store and restarts record them): the checkpoint's own choice when a
         restart runs on the same cluster shape (``py * pz`` workers; in process one), else the
@@ -199,17 +199,6 @@ class Simulation:
                 self.autotune = autotune.AutotuneResult(tuple(s["pencils"]), s["poisson"],
                                                         note="kept from the checkpoint: same cluster shape")
                 return
-        accept = None
-        out = self.config["output"]
-        if restart and (out["fields_every"] or out["slices_every"]):
-            from daskflow.io import store
-
-            def accept(pencils):  # the pencils must tile the store's field chunks
-                try:
-                    store.check_alignment(out["store"], pencil_chunks(tuple(self.config["grid"]["shape"]), pencils))
-                except ValueError:
-                    return False
-                return True
         g = self.config["grid"]
         grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
         device = s["device"]
@@ -217,7 +206,7 @@ class Simulation:
             raise ValueError("config solver.device: 'gpu' needs CuPy and a CUDA device")
         try:
             result = autotune.autotune(grid, nsb.build(self.config["boundaries"]).p, s["dtype"], client,
-                                       s["pencils"], s["poisson"], device, accept=accept)
+                                       s["pencils"], s["poisson"], device)
         except ValueError as exc:
             raise ValueError(f"config {exc}") from exc
         s["pencils"], s["poisson"] = list(result.pencils), result.method
@@ -226,8 +215,6 @@ class Simulation:
     def _load_checkpoint(self) -> None:
         from daskflow.io import store
 
-        if self.config["output"]["fields_every"] or self.config["output"]["slices_every"]:
-            store.check_alignment(self.store, pencil_chunks(self.grid.shape, self.config["solver"]["pencils"]))
         fields, clock = store.read_checkpoint(self.store)
         if "fallback" in clock:  # the newer slot is damaged: say so, clear it, never overwrite the one in use
             damaged = next(slot for slot in store.SLOTS if slot != clock["slot"])

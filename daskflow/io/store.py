@@ -132,14 +132,6 @@ def write_unit(array) -> tuple[int, ...]:
     return tuple(array.shards or array.chunks)
 
 
-def check_alignment(path: str, pencil_chunks: tuple) -> None:
-    """Whether pencils of ``pencil_chunks`` can write the field snapshots and slices of the store at
-    ``path``: always, since every chunk is gathered at one participant and written whole (module
-    docstring), whatever the store's chunks and the pencils. Kept so callers that still ask get
-    their answer; it refuses nothing."""
-    del path, pencil_chunks
-
-
 def checkpoint_chunks(pencil_chunks: tuple) -> tuple[int, int]:
     """Chunks of a checkpoint slot along y and z: one per pencil (the pencils' common divisor for
     uneven splits), so every participant writes its own chunks. Slots are re-chunked for whichever

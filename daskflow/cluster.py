@@ -325,6 +325,29 @@ def default_workers(section: dict) -> int:
     return max(1, min(cores, DEFAULT_CPU_WORKERS))
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (all of them when it is
+    unset: NVML's count, as dask-cuda counts them)."""
+    import os
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed:
+        return [d.strip() for d in listed.split(",") if d.strip()]
+    from dask_cuda.utils import get_n_gpus
+
+    return [str(i) for i in range(int(get_n_gpus()))]
+
+
+def worker_gpus(workers: int, gpus: list[str]) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` list of a local GPU cluster of ``workers`` workers: one GPU each
+    while there are enough, else the GPUs dealt round-robin, so more pencils than GPUs share them
+    (dask-cuda gives worker ``i`` the list rotated by ``i``: its first entry is its GPU). Workers
+    that share a GPU exchange through the mailbox, not NCCL (one rank per GPU)."""
+    if not gpus:
+        raise ValueError("a local GPU cluster needs a visible GPU (CUDA_VISIBLE_DEVICES is empty)")
+    return [gpus[i % len(gpus)] for i in range(max(workers, len(gpus)))]
+
+
 def send_worker_output(client, path: str) -> None:
     """Make every worker of ``client``, those running now and any started later, write its standard
     error (Dask's log messages, Python warnings, tracebacks of failed tasks) to the end of the file
@@ -392,7 +415,7 @@ def start(section: dict, workers: int, worker_output: str | None = None, log_lev
             with worker_environment():
                 cluster = LocalCUDACluster(n_workers=n, protocol=protocol, security=security,
                                            dashboard_address=section["dashboard_address"], silence_logs=log_level,
-                                           **options)
+                                           CUDA_VISIBLE_DEVICES=worker_gpus(n, visible_gpus()), **options)
         else:
             from distributed import LocalCluster
 

@@ -446,3 +446,25 @@ def test_the_exchange_rounds_of_a_step(monkeypatch, pencils, rounds):
     halos = [name for name in per_step if name.startswith("exchange.<locals>")]  # pencils.halo.exchange's cuts
     assert sum(per_step[name] for name in halos) == 9
     assert per_step.get("z solve rows", 0) == (3 if pencils[1] > 1 else 0)
+
+
+def test_nccl_needs_a_gpu_per_worker(monkeypatch):
+    """Workers that share a GPU (more pencils than GPUs on a local GPU cluster) cannot be NCCL ranks
+    of one communicator: ``auto`` gives them the mailbox, and asking for ``nccl`` names the setting."""
+    from daskflow.cluster import worker_gpus
+    from daskflow.pencils import nccl
+
+    assert worker_gpus(2, ["0"]) == ["0", "0"]
+    assert worker_gpus(4, ["2", "3"]) == ["2", "3", "2", "3"]
+    assert worker_gpus(1, ["0", "1"]) == ["0", "1"]
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
+        worker_gpus(1, [])
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        monkeypatch.setattr(nccl, "device_id", lambda: "0000:1b:00.0")  # one GPU for both
+        assert choose_comm(client, workers, "auto", "gpu") == "mailbox"
+        with pytest.raises(ValueError, match=r"config cluster.comm: 'nccl' needs one GPU per worker"):
+            choose_comm(client, workers, "nccl", "gpu")
+        monkeypatch.setattr(nccl, "device_id", lambda dask_worker=None: dask_worker.address)  # one GPU each
+        assert choose_comm(client, workers, "auto", "gpu") == "nccl"
+        assert choose_comm(client, workers, "auto", "cpu") == "mailbox"

@@ -325,27 +325,29 @@ def default_workers(section: dict) -> int:
     return max(1, min(cores, DEFAULT_CPU_WORKERS))
 
 
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (all of them when it is
-    unset: NVML's count, as dask-cuda counts them)."""
-    import os
+def shared_gpu_cluster_class():
+    """dask-cuda's ``LocalCUDACluster`` whose workers may outnumber the GPUs (more pencils than GPUs):
+    worker ``i`` gets GPU ``i mod n``, set up exactly as dask-cuda sets up a worker of that GPU. Its
+    first ``n`` workers are dask-cuda's own. Workers that share a GPU exchange through the mailbox,
+    not NCCL (one rank per GPU)."""
+    from dask_cuda import LocalCUDACluster
 
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    from dask_cuda.utils import get_n_gpus
+    class SharedGPUCluster(LocalCUDACluster):
+        def new_worker_spec(self):
+            devices = list(self.cuda_visible_devices)
+            index = len(self.worker_spec)
+            if index < len(devices):
+                return super().new_worker_spec()
+            device = devices[index % len(devices)]
+            taken = self.worker_spec
+            self.worker_spec = {d: None for d in devices if d != device}  # the parent picks the one free GPU
+            try:
+                ((name, spec),) = super().new_worker_spec().items()
+            finally:
+                self.worker_spec = taken
+            return {f"{name}-{index // len(devices)}": spec}
 
-    return [str(i) for i in range(int(get_n_gpus()))]
-
-
-def worker_gpus(workers: int, gpus: list[str]) -> list[str]:
-    """The ``CUDA_VISIBLE_DEVICES`` list of a local GPU cluster of ``workers`` workers: one GPU each
-    while there are enough, else the GPUs dealt round-robin, so more pencils than GPUs share them
-    (dask-cuda gives worker ``i`` the list rotated by ``i``: its first entry is its GPU). Workers
-    that share a GPU exchange through the mailbox, not NCCL (one rank per GPU)."""
-    if not gpus:
-        raise ValueError("a local GPU cluster needs a visible GPU (CUDA_VISIBLE_DEVICES is empty)")
-    return [gpus[i % len(gpus)] for i in range(max(workers, len(gpus)))]
+    return SharedGPUCluster
 
 
 def send_worker_output(client, path: str) -> None:
@@ -407,15 +409,14 @@ def start(section: dict, workers: int, worker_output: str | None = None, log_lev
             cluster = cls(**_jobqueue_kwargs(section, kind), security=security)
             cluster.scale(n)
         elif gpu:
-            from dask_cuda import LocalCUDACluster
 
             options = {}
             if section["rmm_pool_size"]:
                 options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
             with worker_environment():
-                cluster = LocalCUDACluster(n_workers=n, protocol=protocol, security=security,
-                                           dashboard_address=section["dashboard_address"], silence_logs=log_level,
-                                           CUDA_VISIBLE_DEVICES=worker_gpus(n, visible_gpus()), **options)
+                cluster = shared_gpu_cluster_class()(n_workers=n, protocol=protocol, security=security,
+                                                     dashboard_address=section["dashboard_address"],
+                                                     silence_logs=log_level, **options)
         else:
             from distributed import LocalCluster
 

@@ -130,3 +130,28 @@ def test_gpu_workers_write_their_pencils_to_the_store(cuda_client, tmp_path):
         b = xr.open_zarr(str(tmp_path / "gpu.zarr"), group=group, consolidated=False)
         for name in a.data_vars:
             np.testing.assert_allclose(b[name].values, a[name].values, rtol=1e-10, atol=1e-12)
+
+
+def test_more_pencils_than_gpus_share_the_gpu(tmp_path):
+    """The main job on a host with one GPU: its two pencils get two dask-cuda workers on that GPU,
+    which exchange through the mailbox (NCCL needs a GPU per rank), and the run completes."""
+    import subprocess
+    import sys
+
+    import xarray as xr
+
+    if importlib.util.find_spec("dask_cuda") is None or importlib.util.find_spec("cupy") is None:
+        pytest.skip("needs dask-cuda and CuPy")
+    if _visible_gpus() < 1:
+        pytest.skip("needs a GPU")
+    from daskflow import data
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    store = tmp_path / "small.zarr"
+    proc = subprocess.run([sys.executable, "-m", "daskflow", "run", str(data.folder("examples") / "channel-small.yaml"),
+                           "--steps", "4", "--output", str(store)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "2 gpu workers" in proc.stdout + proc.stderr
+    scalars = xr.open_zarr(store, group="scalars")
+    assert int(scalars.step[-1]) == 4 and float(scalars.div_max[-1]) < 1e-10

@@ -257,8 +257,9 @@ class Simulation:
     @property
     def _pencils_here(self) -> LocalPencils | WorkerPencils:
         """The pencils' owners: the cluster's workers, or participants in this process."""
-        if self._cluster is not None:
-            return self._cluster
+        return self._cluster if self._cluster is not None else self._local_pencils()
+
+    def _local_pencils(self) -> LocalPencils:
         if self._local is None:
             self._local = LocalPencils(self._flow_plan)
         return self._local
@@ -266,9 +267,7 @@ class Simulation:
     @property
     def stepper(self) -> Stepper:
         """The stepper of the first in-process participant (the whole field with one pencil)."""
-        if self._local is None:
-            self._local = LocalPencils(self._flow_plan)
-        return self._local.steppers[0]
+        return self._local_pencils().steppers[0]
 
     @property
     def comm(self) -> str | None:

@@ -217,17 +217,16 @@ class FlowDomain:
     def allreduce_many(self, values, combine) -> list[float]:
         """``values[i]`` combined over all participants with ``combine[i]`` (``sum`` or ``max``),
         every entry in the same small round (with a flag :meth:`carry` left for it)."""
-        values, combine = [float(v) for v in values], list(combine)
+        values, combine = np.asarray(values, dtype=np.float64).ravel(), list(combine)
         carried = self._carried is not None
         if carried:
-            values.append(self._carried)
+            values = np.append(values, self._carried)
             combine.append("max")
-        if self.single:
-            out = values
-        else:
-            gathered = self.ex.exchange({self.key: tuple(values)}, self.dec.indices, lambda d: self.dec.indices,
-                                        lambda plan, s, block, d: block, None)[self.key]
-            out = [float(REDUCTIONS[op](g[i] for g in gathered)) for i, op in enumerate(combine)]
+        if not self.single:  # every participant's vector, stacked in chunk order, combined column-wise
+            gathered = np.stack(self.ex.exchange({self.key: values}, self.dec.indices, lambda d: self.dec.indices,
+                                                 lambda plan, s, block, d: block, None)[self.key])
+            values = np.where(np.array(combine) == "max", gathered.max(axis=0), gathered.sum(axis=0))
+        out = [float(v) for v in values]
         if carried:
             self._carried, self.carried_result = None, out.pop()
         return out

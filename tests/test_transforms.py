@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.fft
 
+from daskflow import transforms
 from daskflow.backend import cupy_or_none
 from daskflow.transforms import (
     BCS,
@@ -171,6 +172,69 @@ def test_matches_scipy(n: int) -> None:
     for (placement, bc), want in ref.items():  # scipy's unnormalised r2r carry a factor 2
         assert_close(forward(x, -1, bc, placement), want / 2, 1e-12)
         assert_close(backward(want, -1, bc, placement, n, real_output=True), 2 * x[:, : want.shape[1]], 1e-12)
+
+
+ONE_CELL = [(p, bc, 1) for p in PLACEMENTS for bc in BCS if bc == "PP" or p == "c"]
+AXES = [((None, 3, 2), 0), ((2, None, 3), 1), ((3, 2, None), -1), ((2, None, 3), -2), ((None,), 0)]
+
+
+def _built(x, axis, bc, placement, n=None, real_output=None):
+    """The FFT-built transform (CuPy's path) run on NumPy: forward, or backward with ``n``."""
+    if n is None:
+        m = n_unknowns(bc, placement, x.shape[axis])
+        return transforms._built_forward(np, x, axis, bc, placement, m)
+    return transforms._built_backward(np, x, axis, bc, placement, n_unknowns(bc, placement, n), real_output)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize(("placement", "bc", "n"), CASES + ONE_CELL + [(p, bc, 17) for p, bc in R2R])
+def test_numpy_path_matches_fft_built(placement, bc, n, cplx, dtype, threads, monkeypatch) -> None:
+    """NumPy arrays go through scipy.fft (its r2r types where it has them, on ``DASKFLOW_THREADS``
+    workers): the same values as the FFT-built transforms to round-off, dtypes and shapes included;
+    with ``overwrite`` the same again, the input reused for the result where scipy allows."""
+    monkeypatch.setenv("DASKFLOW_THREADS", threads)
+    rng = np.random.default_rng(5 * n)
+    tol = TOL[dtype]
+    m = n_unknowns(bc, placement, n)
+    for shape, axis in AXES:
+        x = random(rng, tuple(n if s is None else s for s in shape), dtype, cplx)
+        want = _built(x, axis, bc, placement)
+        got = forward(x, axis, bc, placement)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
+        assert_close(got, want, tol, scale=np.abs(x).max() * n)
+        scratch = x.copy()
+        in_place = forward(scratch, axis, bc, placement, overwrite=True)
+        assert in_place.dtype == want.dtype
+        assert_close(in_place, got, tol, scale=np.abs(x).max() * n)
+        if bc != "PP" and m == n and (placement, bc) in transforms._SCIPY:
+            assert np.shares_memory(in_place, scratch)  # no new array
+        real_output = not cplx
+        spec = want if bc == "PP" else random(rng, want.shape, dtype, cplx)
+        want_back = _built(spec, axis, bc, placement, n, real_output)
+        got_back = backward(spec, axis, bc, placement, n, real_output)
+        assert got_back.dtype == want_back.dtype and got_back.shape == want_back.shape
+        assert_close(got_back, want_back, tol)
+        scratch = spec.copy()
+        in_place = backward(scratch, axis, bc, placement, n, real_output, overwrite=True)
+        assert_close(in_place, got_back, tol)
+        if bc != "PP" and (placement, bc) in transforms._SCIPY:
+            assert np.shares_memory(in_place, scratch)
+        if bc != "PP" and not cplx:  # real output from a complex spectrum: its real part
+            spec_c = spec + 1j * rng.standard_normal(spec.shape)
+            assert_close(backward(spec_c, axis, bc, placement, n, True, overwrite=True), got_back, tol)
+
+
+def test_overwrite_false_leaves_input(rng) -> None:
+    for (placement, bc), cplx in itertools.product([(p, bc) for p in PLACEMENTS for bc in BCS], (False, True)):
+        x = random(rng, (3, 8, 5), np.float64, cplx)
+        keep = x.copy()
+        spec = forward(x, 1, bc, placement)
+        np.testing.assert_array_equal(x, keep)
+        keep = spec.copy()
+        backward(spec, 1, bc, placement, 8, real_output=not cplx)
+        np.testing.assert_array_equal(spec, keep)
 
 
 @pytest.mark.parametrize("n", NS)

@@ -99,14 +99,15 @@ def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=(), 
         return ex.map([*head, stages.forward_xy, *then], dec.indices, blocks, extras)
     spec_x = ex.map([*head, stages.forward_x], dec.indices, blocks)
     return ex.exchange(spec_x, dec.indices, _groups(dec, "p"), cut_for_y_pencil,
-                       [assemble_y, stages.forward_y, *then], extras)
+                       [assemble_y, stages.forward_y_owned, *then], extras)
 
 
 def _y_back(plan: SpectralPlan, tail) -> list:
-    """The stages after the last z-solve step of a y-pencil, up to the end when ``py = 1``."""
+    """The stages after the last z-solve step of a y-pencil, up to the end when ``py = 1``. They
+    follow the z solve in its chain, whose chunk (changed in place by it) they may destroy."""
     if plan.decomposition.py == 1:
-        return [stages.backward_xy, *tail]
-    return [stages.backward_y]
+        return [stages.backward_xy_owned, *tail]
+    return [stages.backward_y_owned]
 
 
 def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
@@ -115,7 +116,7 @@ def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
     if dec.py == 1:
         return blocks
     return ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_for_x_pencil,
-                       [assemble_x, stages.backward_x, *tail])
+                       [assemble_x, stages.backward_x_owned, *tail])
 
 
 def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:

@@ -7,8 +7,10 @@ array module follows the chunk (NumPy or CuPy).
 
 from __future__ import annotations
 
+import numpy as np
+
 from daskflow import transforms, tridiagonal
-from daskflow.backend import array_module
+from daskflow.backend import array_module, cpu_threads
 from daskflow.poisson.plan import SpectralPlan
 
 # ---------------------------------------------------------------- transforms along x and y
@@ -48,38 +50,78 @@ def forward_x(plan: SpectralPlan, key, a, *_):
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
 
 
-def forward_y(plan: SpectralPlan, key, a, *_):
+def forward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
-    return array_module(a).ascontiguousarray(transforms.forward(a, -2, bc, st))
+    return array_module(a).ascontiguousarray(transforms.forward(a, -2, bc, st, overwrite=overwrite))
 
 
-def backward_y(plan: SpectralPlan, key, a, *_):
+def forward_y_owned(plan: SpectralPlan, key, a, *_):
+    """:func:`forward_y` of a chunk the chain made itself (assembled pieces): transformed in place
+    where the transform allows."""
+    return forward_y(plan, key, a, overwrite=True)
+
+
+def backward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     ny = plan.grid.shape[1]
-    out = transforms.backward(a, -2, bc, st, ny, real_output=not plan.x_is_complex)
+    out = transforms.backward(a, -2, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite)
     return _with_boundary_face(out, -2, ny, bc)
 
 
-def backward_x(plan: SpectralPlan, key, a, *_):
+def backward_y_owned(plan: SpectralPlan, key, a, *_):
+    """:func:`backward_y` of a chunk the chain owns (the z solve's output, already changed in
+    place): transformed in place where the transform allows."""
+    return backward_y(plan, key, a, overwrite=True)
+
+
+def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
-    out = array_module(a).ascontiguousarray(transforms.backward(a, -1, bc, st, nx, real_output=True))
-    return _with_boundary_face(out, -1, nx, bc)
+    out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite)
+    return _with_boundary_face(array_module(a).ascontiguousarray(out), -1, nx, bc)
+
+
+def backward_x_owned(plan: SpectralPlan, key, a, *_):
+    """:func:`backward_x` of a chunk the chain made itself (assembled pieces)."""
+    return backward_x(plan, key, a, overwrite=True)
 
 
 def forward_xy(plan: SpectralPlan, key, a, *_):
-    """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP)."""
+    """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP).
+    ``a`` is left unchanged; the x transform's output is transformed along y in place."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         xp = array_module(a)
+        if xp is np:
+            import scipy.fft
+
+            return scipy.fft.rfft2(a, axes=(-2, -1), workers=cpu_threads())
         return xp.ascontiguousarray(xp.fft.rfft2(a, axes=(-2, -1)))
-    return forward_y(plan, key, forward_x(plan, key, a))
+    return forward_y(plan, key, forward_x(plan, key, a), overwrite=True)
 
 
-def backward_xy(plan: SpectralPlan, key, a, *_):
+def backward_xy(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
+    """Inverse of :func:`forward_xy`; with ``overwrite`` the spectral chunk ``a`` is destroyed
+    (NumPy: the y transform, and for PP pairs the complex y FFT, run in place in it)."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         nx, ny = plan.grid.shape[:2]
-        return array_module(a).fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
-    return backward_x(plan, key, backward_y(plan, key, a))
+        xp = array_module(a)
+        if xp is not np:
+            return xp.fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
+        import scipy.fft
+
+        workers = cpu_threads()
+        if overwrite:  # irfft2 in two passes, the first in place: no complex temporary
+            a = scipy.fft.ifft(a, axis=-2, overwrite_x=True, workers=workers)
+            return scipy.fft.irfft(a, n=nx, axis=-1, workers=workers)
+        return scipy.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), workers=workers)
+    # backward_y's output is new or (with overwrite) ``a`` itself: backward_x may destroy it
+    return backward_x(plan, key, backward_y(plan, key, a, overwrite=overwrite), overwrite=True)
+
+
+def backward_xy_owned(plan: SpectralPlan, key, a, *_):
+    """:func:`backward_xy` of a chunk the chain owns (the z solve's output, already changed in
+    place): no temporaries beyond the result where the transforms allow."""
+    return backward_xy(plan, key, a, overwrite=True)
 
 
 # ---------------------------------------------------------------- z solves

@@ -3,6 +3,7 @@ the seed's Fortran code on the same kind of machine (36 ms per step with 2 MPI r
 about 120 bytes per point). Prints ONE JSON document.
 
     python benchmarks/cpu_channel.py [--steps 5] [--segments 5] [--output docs/results/cpu_channel_NAME.json]
+        [--baseline OTHER_CHECKOUT [--rounds 3]]
 
 Modes, each in its own child process (thread counts are fixed before NumPy is imported):
 
@@ -14,6 +15,12 @@ Modes, each in its own child process (thread counts are fixed before NumPy is im
 * ``cluster-2x1`` and ``cluster-1x2``: a ``distributed.LocalCluster`` of 2 single-thread process
   workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker, started with the allocator
   settings daskflow gives the workers it starts (``daskflow.cluster.WORKER_MALLOC``).
+
+``--baseline DIR`` measures a second checkout of daskflow (e.g. ``git worktree add /tmp/base HEAD~1``)
+in the same run: every mode of both checkouts, ``--rounds`` times, alternating which checkout goes
+first, so that a change of the machine's load shows in both. Each mode reports the round with the
+median time (all rounds listed) under ``results`` and ``baseline.results``, and ``speedup`` is the
+baseline's time over this checkout's.
 
 Time per step is the median over ``--segments`` runs of ``--steps`` steps after a warm-up run (on a
 cluster every run is one fused task per worker, so the per-run submission cost is included, spread
@@ -186,13 +193,15 @@ def on_cluster(args) -> dict:
     return out
 
 
-def _child(mode: str, threads: int, args) -> dict:
+def _child(mode: str, threads: int, args, repo: str = REPO) -> dict:
+    """One mode in a child process, with the daskflow (and this benchmark) of checkout ``repo``."""
     env = dict(os.environ)
     env["DASKFLOW_NUMBA"] = "0" if mode.endswith("array-code") else "1"
     env.update({name: str(threads) for name in THREAD_VARIABLES})
     env.update({name: "1" for name in SINGLE_THREADED})
-    env["PYTHONPATH"] = os.pathsep.join([REPO, *filter(None, [env.get("PYTHONPATH")])])
-    cmd = [sys.executable, __file__, "--child", mode, "--steps", str(args.steps), "--segments", str(args.segments)]
+    env["PYTHONPATH"] = os.pathsep.join([repo, *filter(None, [env.get("PYTHONPATH")])])
+    script = os.path.join(repo, "benchmarks", os.path.basename(__file__))
+    cmd = [sys.executable, script, "--child", mode, "--steps", str(args.steps), "--segments", str(args.segments)]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         return {"error": result.stderr[-2000:]}
@@ -219,6 +228,8 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=5, help="timed segments (the median is reported)")
     parser.add_argument("--output", help="also write the JSON document to this path")
     parser.add_argument("--modes", nargs="*", default=[*MODES])
+    parser.add_argument("--baseline", help="another checkout of daskflow, measured alternately with this one")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every mode (of each checkout)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -239,19 +250,14 @@ def main() -> None:
 
     threads = {mode: spec[0] for mode, spec in MODES.items()}
     fortran_ranks = {mode: spec[1] for mode, spec in MODES.items()}
-    results = {}
+    checkouts = [REPO] + ([os.path.abspath(args.baseline)] if args.baseline else [])
+    runs = {repo: {mode: [] for mode in args.modes} for repo in checkouts}
     load_before = os.getloadavg()
-    for mode in args.modes:
-        r = _child(mode, threads[mode], args)
-        if "ms_per_step" in r:
-            ref = FORTRAN["ms_per_step"][fortran_ranks[mode]]
-            r["fortran_ms_per_step"] = ref
-            r["ratio_to_fortran"] = r["ms_per_step"] / ref
-            r["within_2x_time"] = r["ratio_to_fortran"] <= 2.0
-            mem = r.get("bytes_per_point_tracemalloc", r.get("bytes_per_point_rss"))
-            r["memory_ratio_to_fortran"] = mem / FORTRAN["bytes_per_point"]
-            r["within_2x_memory"] = r["memory_ratio_to_fortran"] <= 2.0
-        results[mode] = r
+    for round_ in range(args.rounds):
+        for repo in checkouts if round_ % 2 == 0 else checkouts[::-1]:
+            for mode in args.modes:
+                runs[repo][mode].append(_child(mode, threads[mode], args, repo))
+    results = {mode: _against_fortran(_median_round(runs[REPO][mode]), fortran_ranks[mode]) for mode in args.modes}
     model = _cpu_model()
     doc = {
         "benchmark": "cpu_channel",
@@ -265,10 +271,53 @@ def main() -> None:
                      "python": platform.python_version()},
         "fortran_reference": FORTRAN,
         "targets": {"ms_per_step_2_cores": 72.0, "ms_per_step_1_core": 138.0, "bytes_per_point": 240.0},
+        "checkout": _describe(REPO),
+        "rounds": args.rounds,
         "results": results,
         "command": "python benchmarks/cpu_channel.py " + " ".join(sys.argv[1:]),
     }
+    if args.baseline:
+        base = checkouts[1]
+        doc["baseline"] = {**_describe(base), "results": {
+            mode: _against_fortran(_median_round(runs[base][mode]), fortran_ranks[mode]) for mode in args.modes}}
+        doc["speedup"] = {mode: doc["baseline"]["results"][mode]["ms_per_step"] / results[mode]["ms_per_step"]
+                          for mode in args.modes
+                          if "ms_per_step" in results[mode] and "ms_per_step" in doc["baseline"]["results"][mode]}
+        doc["note_speedup"] = "the baseline checkout's ms_per_step over this checkout's, per mode"
     emit(doc, args.output)
+
+
+def _median_round(rounds: list[dict]) -> dict:
+    """The round with the median time (the first error if every round failed), all rounds listed."""
+    done = sorted((r for r in rounds if "ms_per_step" in r), key=lambda r: r["ms_per_step"])
+    if not done:
+        return rounds[0]
+    out = dict(done[(len(done) - 1) // 2])
+    out["ms_per_step_rounds"] = [round(r["ms_per_step"], 3) for r in rounds if "ms_per_step" in r]
+    out["cpu_ms_per_step_rounds"] = [round(r["cpu_ms_per_step"], 3) for r in rounds if "ms_per_step" in r]
+    return out
+
+
+def _against_fortran(r: dict, ranks: str) -> dict:
+    if "ms_per_step" in r:
+        ref = FORTRAN["ms_per_step"][ranks]
+        r["fortran_ms_per_step"] = ref
+        r["ratio_to_fortran"] = r["ms_per_step"] / ref
+        r["within_2x_time"] = r["ratio_to_fortran"] <= 2.0
+        mem = r.get("bytes_per_point_tracemalloc", r.get("bytes_per_point_rss"))
+        r["memory_ratio_to_fortran"] = mem / FORTRAN["bytes_per_point"]
+        r["within_2x_memory"] = r["memory_ratio_to_fortran"] <= 2.0
+    return r
+
+
+def _describe(repo: str) -> dict:
+    """The checkout's path, commit and whether it has changes not committed."""
+    def git(*argv):
+        done = subprocess.run(["git", "-C", repo, *argv], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"path": repo, "commit": git("rev-parse", "HEAD"), "modified": bool(status) if status is not None else None}
 
 
 if __name__ == "__main__":

@@ -233,7 +233,7 @@ def test_a_read_error_is_not_taken_for_damage(two_checkpoints, monkeypatch):
 
 
 def test_a_store_this_process_did_not_create_is_never_discarded(tmp_path):
-    from daskflow.runner import _discard_unstarted
+    from daskflow.runner.execute import _discard_unstarted
 
     path = tmp_path / "theirs.zarr"
     zarr.open_group(str(path), mode="w").attrs.update({"made": "elsewhere"})  # no checkpoint, not made here

@@ -16,7 +16,7 @@ import yaml
 import zarr
 
 from daskflow.io import store
-from daskflow.runner import _Stop
+from daskflow.runner.execute import _Stop
 from tests.helpers import CHANNEL
 
 HANG_GUARD = 600  # seconds: only against a hung test, never a speed requirement

@@ -1,0 +1,50 @@
+"""``daskflow info``: what this machine offers a run (versions, GPUs, NCCL and UCX, the cluster a run
+starts by default and the exchanges it would use)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import platform
+
+
+def info(args) -> int:
+    """Print, as JSON, the versions, GPUs, NCCL and UCX of this machine and what a run would use."""
+    from daskflow.backend import compiled_loops, cupy_or_none, device_name
+    from daskflow.cluster import protocol_for
+    from daskflow.config import DEFAULTS
+    from daskflow.pencils import nccl, ucx
+    from daskflow.version import __version__
+
+    cp = cupy_or_none()
+    versions = {name: _version(name) for name in ("dask", "distributed", "numpy", "numba", "zarr", "xarray", "cupy",
+                                                   "dask_cuda", "distributed_ucxx")}
+    versions["nccl"] = nccl.version()
+    versions["ucx"] = ucx.version()
+    cuda_cluster = cp is not None and importlib.util.find_spec("dask_cuda") is not None
+    gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
+    # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then
+    comm = "nccl" if cuda_cluster and gpus > 1 and nccl.available() else "mailbox"
+    protocol = protocol_for(DEFAULTS["cluster"], cuda_cluster)
+    print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
+                      "gpus": gpus, "gpu": device_name(cp) if cp else None,
+                      "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
+                      "nccl": versions["nccl"] is not None,
+                      "compiled_cpu_loops": compiled_loops(),
+                      "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",
+                      "exchanges": comm}, indent=2))
+    return 0
+
+
+def _version(module: str) -> str | None:
+    """The installed version of the distribution that provides ``module`` (``cupy`` comes from
+    ``cupy-cuda13x`` or ``cupy-cuda12x``, ``distributed_ucxx`` from ``distributed-ucxx-cu13``), or
+    None when it is not installed."""
+    from importlib import metadata
+
+    for distribution in metadata.packages_distributions().get(module, [module.replace("_", "-")]):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None

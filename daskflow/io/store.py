@@ -47,61 +47,60 @@ Every variable and coordinate carries CF-style ``long_name`` and ``units`` attri
 (:func:`attributes`). Coordinates hold the grid's exact positions: ``x, y, z`` cell centres,
 ``xf, yf, zf`` the upper faces of the cells (where the staggered components live; ``zf[-1]`` is
 the top wall).
+
+This module creates a store and keeps its checkpoints; the names of the stored variables and their
+attributes are in :mod:`daskflow.io.layout`, where a store lives and its two views in
+:mod:`daskflow.io.access`, the time records in :mod:`daskflow.io.records` (all of them also
+importable from here).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
-import warnings
 from pathlib import Path
 
 import numpy as np
 import zarr
 
 from daskflow.grid import Grid
+from daskflow.io.access import commit, exists, is_local, open_for_write
+from daskflow.io.layout import (
+    FIELD_DIMS,
+    LONG_NAMES,
+    PROFILES_CENTRES,
+    PROFILES_FACES,
+    SCALARS,
+    UNITS,
+    attributes,
+    compressors,
+    coordinates,
+    slice_planes,
+    write_unit,
+)
+from daskflow.io.records import (
+    append_records,
+    first_step,
+    grow_time,
+    last_step,
+    record_exchanges,
+    root_config,
+    time_groups,
+    truncate_after,
+    unmatched_slices,
+)
 
-SCALARS = ("step", "dt", "cfl", "div_max", "bulk_velocity", "tau_wall_bottom", "tau_wall_top", "re_tau",
-           "kinetic_energy")
-PROFILES_CENTRES = ("u", "v", "p", "uu", "vv", "pp", "uv")
-PROFILES_FACES = ("w", "ww", "uw", "vw")
-FIELD_DIMS = {"u": ("xf", "y", "z"), "v": ("x", "yf", "z"), "w": ("x", "y", "zf"), "p": ("x", "y", "z")}
+__all__ = [
+    "CHUNK_BYTES", "CREATED_HERE", "FIELD_DIMS", "LONG_NAMES", "PROFILES_CENTRES", "PROFILES_FACES", "SCALARS",
+    "SLOTS", "UNITS", "CheckpointError", "append_records", "attributes", "checkpoint_chunks", "clear_slot", "commit",
+    "commit_checkpoint", "coordinates", "create", "current_slot", "exists", "first_step", "grow_time",
+    "has_checkpoint", "is_local", "last_step", "next_slot", "open_for_write", "prepare_slot", "read_checkpoint",
+    "read_clock", "record_chunks", "record_exchanges", "root_config", "set_current", "slice_planes",
+    "sync_to_disk", "time_groups", "truncate_after", "unmatched_slices", "write_unit",
+]
+
 SLOTS = ("a", "b")
-_POSITIONS = {"x": "streamwise", "y": "spanwise", "z": "wall-normal"}
-#: long_name of every stored variable (CF style; units are the configuration's, see :func:`attributes`)
-LONG_NAMES = {
-    **{a: f"{d} position of the cell centres" for a, d in _POSITIONS.items()},
-    **{f"{a}f": f"{d} position of the upper cell faces" for a, d in _POSITIONS.items()},
-    "time": "time", "step": "time step number",
-    "u": "streamwise velocity", "v": "spanwise velocity", "w": "wall-normal velocity",
-    "p": "kinematic pressure (pressure over density)",
-    "uu": "plane mean of u squared", "vv": "plane mean of v squared", "ww": "plane mean of w squared",
-    "pp": "plane mean of p squared", "uv": "plane mean of u v", "uw": "plane mean of u w", "vw": "plane mean of v w",
-    "dt": "time step", "cfl": "Courant number (advective)", "div_max": "largest absolute divergence of the velocity",
-    "bulk_velocity": "volume-averaged streamwise velocity",
-    "tau_wall_bottom": "kinematic wall shear stress at the bottom wall",
-    "tau_wall_top": "kinematic wall shear stress at the top wall",
-    "re_tau": "friction Reynolds number (half height)", "kinetic_energy": "mean kinetic energy per unit volume",
-}
-#: units of every stored variable as powers of the configuration's length (L) and time (T) units
-UNITS = {**dict.fromkeys(("x", "y", "z", "xf", "yf", "zf"), "L"), "time": "T", "dt": "T", "step": "1",
-         **dict.fromkeys(("u", "v", "w", "bulk_velocity"), "L T-1"),
-         **dict.fromkeys(("p", "uu", "vv", "ww", "pp", "uv", "uw", "vw", "kinetic_energy", "tau_wall_bottom",
-                          "tau_wall_top"), "L2 T-2"),
-         "pp": "L4 T-4", "div_max": "T-1", "cfl": "1", "re_tau": "1"}
-
-
-def attributes(name: str, group: str = "") -> dict:
-    """CF-style attributes of variable ``name``: ``long_name`` and ``units``. daskflow computes in the
-    units of its configuration (the lengths and ``nu`` given), so ``units`` names the powers of
-    length (L) and time (T) a variable carries, ``1`` for counts and dimensionless numbers."""
-    long_name = LONG_NAMES[name]
-    if group == "profiles" and name in ("u", "v", "w", "p"):
-        long_name = f"plane mean of the {long_name}"
-    return {"long_name": long_name, "units": UNITS[name]}
-
 
 #: bytes a chunk of a field snapshot or slice aims at (see :func:`record_chunks`)
 CHUNK_BYTES = 16 << 20
@@ -126,42 +125,12 @@ def record_chunks(shape, itemsize: int, target: int | None = None) -> tuple[int,
     return nx, even(ny, target // (nx * itemsize)), 1
 
 
-def write_unit(array) -> tuple[int, ...]:
-    """The block of ``array`` that one participant writes whole: its shard when the array is
-    sharded (stores of older versions), else its chunk."""
-    return tuple(array.shards or array.chunks)
-
-
 def checkpoint_chunks(pencil_chunks: tuple) -> tuple[int, int]:
     """Chunks of a checkpoint slot along y and z: one per pencil (the pencils' common divisor for
     uneven splits), so every participant writes its own chunks. Slots are re-chunked for whichever
     decomposition writes them, so nothing else constrains them, and few large chunks keep a
     checkpoint's writes, syncs and checksums cheap."""
     return tuple(int(np.gcd.reduce(np.asarray(sizes))) for sizes in pencil_chunks[1:])
-
-
-def coordinates(grid: Grid) -> dict[str, np.ndarray]:
-    return {"x": grid.xc, "y": grid.yc, "z": grid.zc, "xf": grid.xf[1:], "yf": grid.yf[1:], "zf": grid.zf[1:]}
-
-
-def _compressors(compression: str, checksum: bool = False) -> list:
-    """Bytes-to-bytes codecs: zstd when asked, then a CRC32C of the stored bytes (checkpoints)."""
-    codecs = [zarr.codecs.ZstdCodec(level=3)] if compression == "zstd" else []
-    return [*codecs, zarr.codecs.Crc32cCodec()] if checksum else codecs
-
-
-def open_for_write(path: str):
-    """The root group with the live (not the committed) metadata, for the run's writers."""
-    return zarr.open_group(path, mode="r+", use_consolidated=False)
-
-
-def commit(path: str) -> None:
-    """Make everything written so far visible to readers: consolidate the metadata at the root (one
-    atomic write of the root ``zarr.json``). Only one writer commits: the run's first participant,
-    or the client outside a run."""
-    with warnings.catch_warnings():  # zarr notes that consolidation is not in the v3 spec yet, and that
-        warnings.simplefilter("ignore")  # checkpoint/CURRENT is not a zarr node
-        zarr.consolidate_metadata(path)
 
 
 def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int = 0) -> None:
@@ -194,7 +163,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                        "grid": {"shape": list(grid.shape), "lengths": list(grid.lengths),
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
     dtype = config["solver"]["dtype"]
-    compressors = _compressors(config["output"]["compression"])
+    codecs = compressors(config["output"]["compression"])
     coords = coordinates(grid)
     nx, ny, nz = grid.shape
     itemsize = np.dtype(dtype).itemsize
@@ -208,7 +177,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     _time_axis(fields)
     for name, dims in FIELD_DIMS.items():
         fields.create_array(name, shape=(0, nx, ny, nz), chunks=(1, *record_chunks(grid.shape, itemsize)),
-                            dtype=dtype, dimension_names=["time", *dims], compressors=compressors,
+                            dtype=dtype, dimension_names=["time", *dims], compressors=codecs,
                             attributes=attributes(name))
     profiles = root.create_group("profiles")
     axis_coords(profiles, ("z", "zf"))
@@ -239,7 +208,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
                 shape = [nx, ny, nz]
                 shape[axis] = len(index)
                 group.create_array(name, shape=(0, *shape), chunks=(1, *record_chunks(shape, itemsize)), dtype=dtype,
-                                   dimension_names=["time", *dims], compressors=compressors,
+                                   dimension_names=["time", *dims], compressors=codecs,
                                    attributes=attributes(name))
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
@@ -258,7 +227,7 @@ def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) 
     if "clock" in group.attrs:
         del group.attrs["clock"]
     nx, ny, nz = shape
-    codecs = _compressors(compression, checksum=True)
+    codecs = compressors(compression, checksum=True)
     for name in FIELD_DIMS:
         if name in group and _same_layout(group[name], (nx, ny, nz), (nx, *chunks), dtype, codecs):
             continue
@@ -271,12 +240,6 @@ def _same_layout(array, shape, chunks, dtype, codecs) -> bool:
             and tuple(array.compressors) == tuple(codecs))
 
 
-def slice_planes(grid: Grid, axis: int, planes) -> np.ndarray:
-    """Indices of the cell centres nearest the coordinates ``planes`` along ``axis`` (sorted, unique)."""
-    centres = (grid.xc, grid.yc, grid.zc)[axis]
-    return np.unique([int(np.argmin(np.abs(centres - value))) for value in planes])
-
-
 def _time_axis(group) -> None:
     group.create_array("time", shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"],
                        attributes=attributes("time"))
@@ -284,42 +247,7 @@ def _time_axis(group) -> None:
                        attributes=attributes("step"))
 
 
-def append_records(group, records: list[dict]) -> None:
-    """Append ``records`` (dicts of the same names) along ``time`` to the group's live arrays, one
-    resize and one write per array (one writer: the caller; visible after :func:`commit`)."""
-    if not records:
-        return
-    n = group["time"].shape[0]
-    for name in records[0]:
-        array = group[name]
-        array.resize((n + len(records), *array.shape[1:]))
-        array[n:] = np.stack([np.asarray(record[name]) for record in records])
-
-
-def grow_time(group, names) -> int:
-    """Add one (unwritten) record to the time axis of ``names``; returns its index."""
-    n = group["time"].shape[0]
-    for name in names:
-        array = group[name]
-        array.resize((n + 1, *array.shape[1:]))
-    return n
-
-
 # ------------------------------------------------------------------------------- checkpoints
-
-
-def is_local(path: str) -> bool:
-    """A plain path or ``file://`` URL (other fsspec URLs go through zarr's fsspec store)."""
-    return "://" not in str(path) or str(path).startswith("file://")
-
-
-def exists(path: str) -> bool:
-    if is_local(path):
-        return Path(str(path).removeprefix("file://")).exists()
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(str(path))
-    return fs.exists(root)
 
 
 def _pointer(path: str) -> Path:
@@ -447,26 +375,6 @@ def has_checkpoint(path: str) -> bool:
     return exists(path) and (current_slot(path) is not None or any(_quiet_clock(path, slot) for slot in SLOTS))
 
 
-def last_step(path: str, group: str) -> int | None:
-    """The step of the last committed record of ``group``, or ``None``."""
-    steps = _committed(path)[group]["step"]
-    return int(steps[steps.shape[0] - 1]) if steps.shape[0] else None
-
-
-def unmatched_slices(path: str, slices: dict, grid: Grid) -> list[str]:
-    """The slice axes of ``slices`` (``output.slices``) the store cannot hold: no group for the axis,
-    or other planes than the ones it stores (compared as the cell centres they select)."""
-    root = _committed(path)
-    have = root["slices"] if "slices" in root else {}
-    out = []
-    for axis_name, planes in (slices or {}).items():
-        axis = "xyz".index(axis_name)
-        wanted = (grid.xc, grid.yc, grid.zc)[axis][slice_planes(grid, axis, planes)]
-        if axis_name not in have or not np.array_equal(have[axis_name][axis_name][...], wanted):
-            out.append(axis_name)
-    return sorted(out)
-
-
 def _quiet_clock(path: str, slot: str) -> dict | None:
     try:
         return read_clock(path, slot)
@@ -516,54 +424,3 @@ def _read_slot(path: str, slot: str) -> tuple[dict, dict]:
                 raise CheckpointError(f"{where}/{name}/{key} is damaged ({type(exc).__name__}: {exc})") from exc
         fields[name] = out
     return fields, dict(clock)
-
-
-def _committed(path: str):
-    """The committed view (the consolidated metadata readers see)."""
-    return zarr.open_group(path, mode="r")
-
-
-def time_groups(root) -> list[str]:
-    """Paths of the groups that grow along ``time`` (fields, profiles, scalars, slices/x|y|z)."""
-    paths = [name for name in ("fields", "profiles", "scalars") if name in root]
-    if "slices" in root:
-        paths += [f"slices/{axis}" for axis in sorted(root["slices"].group_keys())]
-    return paths
-
-
-def truncate_after(path: str, step: int) -> None:
-    """Drop the time records after ``step`` and any record that was never committed (what a crashed
-    run wrote past its checkpoint, or half-wrote), so a restart neither loses, duplicates nor trusts
-    a torn record; then commit."""
-    from zarr.core.sync import sync
-
-    committed, live = _committed(path), open_for_write(path)
-    for name in time_groups(committed):
-        n = committed[name]["time"].shape[0]
-        steps = live[name]["step"][:n]  # committed records are complete and in step order
-        keep = int(np.searchsorted(steps, step, side="right"))
-        group = live[name]
-        for array_name in group.array_keys():
-            array = group[array_name]
-            if array.metadata.dimension_names and array.metadata.dimension_names[0] == "time":
-                # chunks past the new end stay until overwritten: deleting them before the commit
-                # would put fill values inside the committed length for a reader meanwhile
-                sync(array._async_array.resize((keep, *array.shape[1:]), delete_outside_chunks=False))
-    commit(path)
-
-
-def record_exchanges(path: str, comm: str, workers: int) -> None:
-    """Note in the store which transport carried the pencils' exchanges (``cluster.comm`` as
-    resolved on the cluster: ``auto`` becomes ``nccl`` or ``mailbox``) and over how many workers;
-    a restart on another cluster records its own."""
-    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers}})  # keeps the
-    commit(path)  # committed view: the root is rewritten with its consolidated metadata
-
-
-def first_step(path: str) -> int:
-    """The step the store's run started from (0 for stores written before it was recorded)."""
-    return int(_committed(path).attrs.get("first_step", 0))
-
-
-def root_config(path: str) -> dict:
-    return json.loads(json.dumps(zarr.open_group(path, mode="r").attrs["config"]))

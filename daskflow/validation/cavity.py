@@ -334,53 +334,76 @@ def run(data_dir: Path, work_dir: Path = Path("/tmp/daskflow-validation"), reyno
             save(reduce_store(store), Path(data_dir), wall)
 
 
+#: colour and line style of each grid size in the figures
+STYLES = {SIZES[0]: ("tab:blue", "--"), SIZES[1]: ("tab:red", "-")}
+
+
 def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
+    """Draw the cavity figures from the reduced data in ``data_dir`` into ``fig_dir``: for each Reynolds
+    number with data, ``cavity{re}-centrelines`` and ``cavity{re}-streamfunction``, then
+    ``cavity-steady-state``."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     data_dir, fig_dir = Path(data_dir), Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
     runs = json.loads((data_dir / "cavity.json").read_text())["runs"]
     paths = []
-    styles = {SIZES[0]: ("tab:blue", "--"), SIZES[1]: ("tab:red", "-")}
     for re in REYNOLDS:
         stems = [(n, f"cavity{re}-n{n}") for n in SIZES if f"cavity{re}-n{n}" in runs]
         if not stems:
             continue
-        fig, (a, b) = plt.subplots(1, 2, figsize=(9, 4), dpi=100)
-        for n, stem in stems:
-            colour, line = styles.get(n, ("k", "-"))
-            pu, pw = _read_csv(data_dir / f"{stem}-u.csv"), _read_csv(data_dir / f"{stem}-w.csv")
-            a.plot(pu["u"], pu["z"], line, color=colour, label=f"daskflow {n}$^2$")
-            b.plot(pw["x"], pw["w"], line, color=colour, label=f"daskflow {n}$^2$")
-        a.plot(GHIA_U[re], GHIA_Z, "ko", mfc="none", label="Ghia et al. (1982)")
-        b.plot(GHIA_X, GHIA_W[re], "ko", mfc="none", label="Ghia et al. (1982)")
-        a.set(xlabel="u(x = 0.5, z)", ylabel="z", title=f"Re = {re}: u on the vertical centreline")
-        b.set(xlabel="x", ylabel="w(x, z = 0.5)", title=f"Re = {re}: w on the horizontal centreline")
-        for ax in (a, b):
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = save_figure(fig, fig_dir / f"cavity{re}-centrelines.png")
-        paths.append(path)
+        paths.append(_centrelines(re, stems, data_dir, fig_dir))
+        paths.append(_streamfunction(re, stems, runs, data_dir, fig_dir))
+    paths.append(_steady_state(runs, data_dir, fig_dir))
+    return paths
 
-        fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=100)
-        n, stem = stems[-1]
-        x, z, psi = read_psi(data_dir / f"{stem}-psi.csv")
-        levels = np.concatenate([np.linspace(psi.min(), 0, 12)[:-1], np.array([1e-5, 1e-4, 5e-4, 1e-3, 2e-3])])
-        ax.contour(x, z, psi.T, levels=np.unique(levels), colors="k", linewidths=0.7)
-        for n2, stem2 in stems:
-            v = runs[stem2]["vortex"]
-            ax.plot(v["x"], v["z"], "+", color=styles.get(n2, ("k", ""))[0], ms=12, label=f"centre {n2}$^2$")
-        gx, gz, _ = GHIA_VORTEX[re]
-        ax.plot(gx, gz, "ko", mfc="none", label="Ghia et al.")
-        ax.set(xlabel="x", ylabel="z", title=f"Re = {re}: streamfunction ({n}$^2$)", aspect="equal")
-        ax.legend(fontsize=7, loc="lower left")
-        fig.tight_layout()
-        path = save_figure(fig, fig_dir / f"cavity{re}-streamfunction.png")
-        paths.append(path)
+
+def _centrelines(re: int, stems: list, data_dir: Path, fig_dir: Path) -> Path:
+    """u on the vertical and w on the horizontal centreline of every grid (``stems``: ``(n, stem)``)
+    against Ghia et al."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 4), dpi=100)
+    for n, stem in stems:
+        colour, line = STYLES.get(n, ("k", "-"))
+        pu, pw = _read_csv(data_dir / f"{stem}-u.csv"), _read_csv(data_dir / f"{stem}-w.csv")
+        a.plot(pu["u"], pu["z"], line, color=colour, label=f"daskflow {n}$^2$")
+        b.plot(pw["x"], pw["w"], line, color=colour, label=f"daskflow {n}$^2$")
+    a.plot(GHIA_U[re], GHIA_Z, "ko", mfc="none", label="Ghia et al. (1982)")
+    b.plot(GHIA_X, GHIA_W[re], "ko", mfc="none", label="Ghia et al. (1982)")
+    a.set(xlabel="u(x = 0.5, z)", ylabel="z", title=f"Re = {re}: u on the vertical centreline")
+    b.set(xlabel="x", ylabel="w(x, z = 0.5)", title=f"Re = {re}: w on the horizontal centreline")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, fig_dir / f"cavity{re}-centrelines.png")
+
+
+def _streamfunction(re: int, stems: list, runs: dict, data_dir: Path, fig_dir: Path) -> Path:
+    """Streamlines of the finest grid with every grid's vortex centre and Ghia et al.'s."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=100)
+    n, stem = stems[-1]
+    x, z, psi = read_psi(data_dir / f"{stem}-psi.csv")
+    levels = np.concatenate([np.linspace(psi.min(), 0, 12)[:-1], np.array([1e-5, 1e-4, 5e-4, 1e-3, 2e-3])])
+    ax.contour(x, z, psi.T, levels=np.unique(levels), colors="k", linewidths=0.7)
+    for n2, stem2 in stems:
+        v = runs[stem2]["vortex"]
+        ax.plot(v["x"], v["z"], "+", color=STYLES.get(n2, ("k", ""))[0], ms=12, label=f"centre {n2}$^2$")
+    gx, gz, _ = GHIA_VORTEX[re]
+    ax.plot(gx, gz, "ko", mfc="none", label="Ghia et al.")
+    ax.set(xlabel="x", ylabel="z", title=f"Re = {re}: streamfunction ({n}$^2$)", aspect="equal")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return save_figure(fig, fig_dir / f"cavity{re}-streamfunction.png")
+
+
+def _steady_state(runs: dict, data_dir: Path, fig_dir: Path) -> Path:
+    """The relative rate of change of the kinetic energy of every run versus time."""
+    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.8), dpi=100)
     for re in REYNOLDS:
@@ -390,7 +413,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
                 continue
             e = _read_csv(data_dir / f"{stem}-energy.csv")
             rate = np.abs(np.diff(e["kinetic_energy"]) / np.diff(e["time"])) / e["kinetic_energy"][1:]
-            ax.semilogy(e["time"][1:], rate, styles.get(n, ("k", "-"))[1],
+            ax.semilogy(e["time"][1:], rate, STYLES.get(n, ("k", "-"))[1],
                         color="tab:green" if re == 100 else "tab:purple", label=f"Re {re}, {n}$^2$")
     ax.axhline(1e-6, color="k", lw=0.8, ls=":")
     ax.set(xlabel="t (lid velocity and cavity side = 1)", ylabel="|dE/dt| / E",
@@ -398,9 +421,7 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = save_figure(fig, fig_dir / "cavity-steady-state.png")
-    paths.append(path)
-    return paths
+    return save_figure(fig, fig_dir / "cavity-steady-state.png")
 
 
 def table(data_dir: Path) -> str:

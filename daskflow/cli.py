@@ -161,14 +161,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def _parser() -> Parser:
+    """The ``daskflow`` parser: one sub-parser per command (``parser.commands``), each taking ``-v`` and
+    ``-q`` like the parser itself."""
     from daskflow.version import __version__
 
-    verbosity = argparse.ArgumentParser(add_help=False)
-    verbosity.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                           help="show Dask's warnings and log messages and the traceback of an error (-vv: Dask's "
-                                "info messages too)")
-    verbosity.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
-                           help="show only errors and the final result")
+    verbosity = _verbosity_options()
     parser = Parser(prog="daskflow", description=DESCRIPTION, epilog=EPILOG, parents=[verbosity],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"daskflow {__version__}")
@@ -180,10 +177,38 @@ def _parser() -> Parser:
                                                parents=[verbosity])
         return parser.commands[name]
 
-    r = command("run", "run a configured simulation (YAML), on an embedded cluster by default",
-                "Run the simulation a YAML configuration describes. Progress goes to the terminal, the "
-                "final result (steps, time, dt, store) to standard output as JSON, Dask's messages to "
-                "STORE.log beside a local store (a temporary file otherwise, kept only when the run fails).")
+    _run_options(command("run", "run a configured simulation (YAML), on an embedded cluster by default",
+                         "Run the simulation a YAML configuration describes. Progress goes to the terminal, the "
+                         "final result (steps, time, dt, store) to standard output as JSON, Dask's messages to "
+                         "STORE.log beside a local store (a temporary file otherwise, kept only when the run "
+                         "fails)."))
+    v = command("validate", "check a configuration without starting anything",
+                "Check a configuration and print it as a run would use it (every default filled in), with the "
+                "memory it needs; -q prints the verdict only.")
+    v.add_argument("config", help="YAML configuration file, or the name of a shipped example")
+    command("info", "versions, GPUs, NCCL and UCX, the default cluster")
+    _jobscript_options(command("jobscript", "print the batch script of one node of workers (SLURM or PBS)",
+                               "Print the batch script dask-jobqueue writes for one node of the configuration's "
+                               "workers. The workers join the scheduler at cluster.address, or the one named in a "
+                               "scheduler file; the script's first comments say how to start that scheduler and "
+                               "the run."))
+    _poisson_options(command("poisson", "solve a manufactured Poisson problem and report accuracy and speed"))
+    return parser
+
+
+def _verbosity_options() -> argparse.ArgumentParser:
+    """``-v`` / ``-q``, shared by the parser and every command (a parent parser)."""
+    verbosity = argparse.ArgumentParser(add_help=False)
+    verbosity.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                           help="show Dask's warnings and log messages and the traceback of an error (-vv: Dask's "
+                                "info messages too)")
+    verbosity.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
+                           help="show only errors and the final result")
+    return verbosity
+
+
+def _run_options(r: Parser) -> None:
+    """The arguments of ``daskflow run``: the configuration and what the command line overrides in it."""
     r.add_argument("config", help="YAML configuration file, or the name of a shipped example (channel-small)")
     r.add_argument("--steps", type=int, help="override time.steps: the run's length in steps from its initial "
                    "state (a restart continues to the same final step)")
@@ -196,21 +221,19 @@ def _parser() -> Parser:
                    help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
                         "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
     r.add_argument("--report-every", type=int, default=0, help="steps between progress lines (default: ~20 lines)")
-    v = command("validate", "check a configuration without starting anything",
-                "Check a configuration and print it as a run would use it (every default filled in), with the "
-                "memory it needs; -q prints the verdict only.")
-    v.add_argument("config", help="YAML configuration file, or the name of a shipped example")
-    command("info", "versions, GPUs, NCCL and UCX, the default cluster")
-    j = command("jobscript", "print the batch script of one node of workers (SLURM or PBS)",
-                "Print the batch script dask-jobqueue writes for one node of the configuration's workers. The "
-                "workers join the scheduler at cluster.address, or the one named in a scheduler file; the "
-                "script's first comments say how to start that scheduler and the run.")
+
+
+def _jobscript_options(j: Parser) -> None:
+    """The arguments of ``daskflow jobscript``: the configuration, the batch system and the scheduler file."""
     j.add_argument("config", help="YAML configuration file, or the name of a shipped example")
     j.add_argument("--kind", choices=["slurm", "pbs"], help="the batch system (overrides cluster.kind)")
     j.add_argument("--scheduler-file", metavar="PATH",
                    help="where the scheduler writes its address, when the configuration gives neither "
                         "cluster.address nor cluster.scheduler_file (default: CONFIG-scheduler.json here)")
-    p = command("poisson", "solve a manufactured Poisson problem and report accuracy and speed")
+
+
+def _poisson_options(p: Parser) -> None:
+    """The arguments of ``daskflow poisson``: the problem, the solver and where it runs."""
     p.add_argument("--shape", type=int, nargs=3, default=[64, 64, 64], metavar=("NX", "NY", "NZ"))
     p.add_argument("--lengths", type=float, nargs=3, default=[2.0, 1.0, 2.0], metavar=("LX", "LY", "LZ"))
     p.add_argument("--stretch", type=float, default=2.0, help="z stretching (0 = uniform)")
@@ -225,7 +248,6 @@ def _parser() -> Parser:
                    help="local: an embedded Dask cluster with one worker per pencil (default); none: in process")
     p.add_argument("--granularity", default="fused", choices=["stage", "fused"],
                    help="Dask graph granularity on a cluster")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ the flow domain of the time step, and times ``--rounds`` repetitions of each par
 * ``whole_ms``: the halo round as the step makes it (u, v, w and p);
 * ``local_pad_ms``: padding the four fields of the pencil by the boundary conditions alone (what one
   GPU does for the whole field): the floor of the local work;
-* ``prepare_ms``: the padded copies and their x ghosts;
+* ``prepare_ms``: the padded copies (one stack) and their x ghosts;
 * ``cut_ms``: cutting the faces and edges the neighbours need;
 * ``exchange_ms``: the transport call that moves them (header round, payload round);
 * ``fill_ms``: writing the received faces and edges, and the walls, into the padded copies.
@@ -36,7 +36,7 @@ def halo_task(comm, run: str, workers: list[str], shape_per_gpu: list[int], penc
     from daskflow.grid import Grid
     from daskflow.ns import boundaries as nsb
     from daskflow.ns import operators as ops
-    from daskflow.ns.domain import FlowDomain, FlowPlan, _fill_halos
+    from daskflow.ns.domain import FlowDomain, FlowPlan, fill_halos
     from daskflow.pencils import halo
     from daskflow.pencils.direct import collective, gpu_switch_interval
     from daskflow.pencils.executor import Member
@@ -74,33 +74,28 @@ def halo_task(comm, run: str, workers: list[str], shape_per_gpu: list[int], penc
                 times.append(time.perf_counter() - start)
             return 1e3 * sorted(times[3:])[len(times[3:]) // 2]
 
-        def prepare():
-            padded, inner = {}, {}
-            for name, a in blocks.items():
-                (pairs, values), component = bcs_of[name]
-                padded[name] = ops.padded_copy(a)
-                inner[name] = padded[name][:, 1:-1, 1:-1]
-                ops.fill_ghosts(inner[name], 0, pairs[0], values[0], component == 0)
-            return padded, inner
+        arrays, rules = [blocks[n] for n in names], [bcs_of[n] for n in names]
 
-        padded, inner = prepare()
+        def prepare():
+            return domain.halo_prepare(arrays, rules)
+
+        stack, block, fill_rules = prepare()
         counts, periodic = domain.dec.pencils, domain.periodic_yz
         dests = [d for d in domain.dec.indices if domain.key in halo.sources(d, counts, periodic)]
 
         def cut():
-            return [halo.cut(domain.key, inner, d, counts, periodic) for d in dests]
+            return [halo.cut(domain.key, block, d, counts, periodic) for d in dests]
 
-        received, _ = halo.exchange(domain.ex, domain.dec, domain.key, periodic, inner)
+        received, _ = halo.exchange(domain.ex, domain.dec, domain.key, periodic, block)
 
         def fill():
-            for name, a in padded.items():
-                _fill_halos(a, name, bcs_of[name], received)
+            fill_halos(stack, fill_rules, received)
 
         out["whole_ms"] = timed(lambda: domain.pad_velocity(fields[:3], fields[3]))
         out["local_pad_ms"] = timed(lambda: [ops.pad_with(a, *bcs_of[n][0], bcs_of[n][1]) for n, a in blocks.items()])
         out["prepare_ms"] = timed(prepare)
         out["cut_ms"] = timed(cut)
-        out["exchange_ms"] = timed(lambda: halo.exchange(domain.ex, domain.dec, domain.key, periodic, inner))
+        out["exchange_ms"] = timed(lambda: halo.exchange(domain.ex, domain.dec, domain.key, periodic, block))
         out["exchange_ms"] -= out["cut_ms"]  # the exchange cuts its pieces itself
         out["fill_ms"] = timed(fill)
         domain.finish()

@@ -118,15 +118,19 @@ def _loopback(spec: CommSpec, rank: int) -> LoopbackLink:
     return LoopbackLink(HUBS.setdefault(spec.ids, LoopbackHub()), rank)
 
 
-def _all_to_all(transports, pieces):
-    """Every rank sends ``pieces(src, dst)`` to every rank (itself included), in threads."""
+def _all_to_all(transports, pieces, site=None):
+    """Every rank sends ``pieces(src, dst)`` to every rank (itself included), in threads; a rank's
+    result is its error where its exchange raised."""
     n = len(transports)
     results = [None] * n
 
     def run(rank):
         out = [(f"w{d}", ("x", rank, d), pieces(rank, d)) for d in range(n)]
         inc = [(f"w{s}", ("x", s, rank)) for s in range(n)]
-        results[rank] = transports[rank].exchange(out, inc, "run")
+        try:
+            results[rank] = transports[rank].exchange(out, inc, "run", site=site)
+        except Exception as exc:  # noqa: BLE001 - returned for the test to assert on
+            results[rank] = exc
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
     for t in threads:
@@ -157,6 +161,32 @@ def test_packed_exchanges_deliver_every_piece_and_send_layouts_once():
                 assert piece["value"] == float(s) and piece["empty"].shape == (0, 3)
     second = [link.header_bytes - b for link, b in zip(links, sent_first, strict=True)]
     assert all(b < a / 2 for a, b in zip(sent_first, second, strict=True))  # numbers instead of layouts
+
+
+def test_a_fixed_layout_site_describes_its_pieces_once_and_refuses_a_changed_layout():
+    hub = LoopbackHub()
+    ranks = {f"w{i}": i for i in range(3)}
+    links = [LoopbackLink(hub, i) for i in range(3)]
+    transports = [PackedTransport("loopback", links[i], ranks, f"w{i}", 5.0, lambda run: False) for i in range(3)]
+
+    def pieces(s, d, rows=4):
+        return {(1, 0): np.full((2, rows, 1), 10.0 * s + d), (0, 1): np.arange(3.0) + s}
+
+    for call in range(3):
+        headers_before = [link.header_bytes for link in links]
+        results = _all_to_all(transports, pieces, site="halo")
+        for d, got in enumerate(results):
+            for s in range(3):
+                np.testing.assert_array_equal(got[("x", s, d)][(1, 0)], np.full((2, 4, 1), 10.0 * s + d))
+                np.testing.assert_array_equal(got[("x", s, d)][(0, 1)], np.arange(3.0) + s)
+        described = [link.header_bytes - b for link, b in zip(links, headers_before, strict=True)]
+        assert all(described) if call == 0 else not any(described)  # only the first call has a header round
+
+    changed = _all_to_all(transports, lambda s, d: pieces(s, d, rows=5 if s == 0 else 4), site="halo")
+    assert isinstance(changed[0], RuntimeError) and "layouts changed" in str(changed[0])
+
+    with_values = _all_to_all(transports, lambda s, d: {"value": float(s)}, site="reduce")
+    assert all(isinstance(r, ValueError) and "no host values" in str(r) for r in with_values)
 
 
 def test_a_mismatched_exchange_sequence_is_an_error_not_a_silent_mix():
@@ -420,11 +450,11 @@ def _count_exchanges(monkeypatch) -> dict:
     counts: dict = {}
     original = direct.DirectExecutor.exchange
 
-    def exchange(self, blocks, dests, sources, cut, join, extras=()):
+    def exchange(self, blocks, dests, sources, cut, join, extras=(), site=None):
         if self.me == min(self.owner(d) for d in dests):  # one worker's count
             name = getattr(cut, "__qualname__", "").replace("solve_distributed.<locals>.<lambda>", "z solve rows")
             counts[name] = counts.get(name, 0) + 1
-        return original(self, blocks, dests, sources, cut, join, extras)
+        return original(self, blocks, dests, sources, cut, join, extras, site)
 
     monkeypatch.setattr(direct.DirectExecutor, "exchange", exchange)
     return counts

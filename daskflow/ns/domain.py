@@ -73,34 +73,36 @@ def wall_face(f, component: int, bc: ComponentBC, one_cell: bool | None = None):
     return f
 
 
-def _fill_halos(out, name: str, bc, received: dict) -> None:
-    """The y and z ghosts of the padded ``out`` (x ghosts set) from ``received`` pieces or, beyond
-    walls, from the boundary conditions: y first (on the interior z planes), then z over whole
-    planes, so edges see the y ghosts exactly as padding y and then z one after the other would.
-    A wall side takes one operation for its whole plane, edges included."""
-    (pairs, values), component = bc
-    plane = {-1: 0, 1: out.shape[2] - 1}
-    row = {-1: 0, 1: out.shape[1] - 1}
-    rows = out[:, :, 1:-1]
+def fill_halos(stack, bcs: list, received: dict) -> None:
+    """The y and z ghosts of the padded stack of fields ``stack`` (x ghosts set;
+    ``bcs[i] = (pairs, values, component)`` of field ``i``) from the ``received`` pieces of
+    :func:`daskflow.pencils.halo.exchange` or, beyond walls, from the boundary conditions: y first
+    (on the interior z planes), then z over whole planes, so edges see the y ghosts exactly as
+    padding y and then z one after the other would. A received face or edge is one operation for all
+    the fields, a wall side one for its whole plane (edges included) per field, or one for all of
+    them where their conditions agree."""
+    plane = {-1: 0, 1: stack.shape[3] - 1}
+    row = {-1: 0, 1: stack.shape[2] - 1}
+    rows = stack[..., 1:-1]
     for oy in (-1, 1):
-        face = received.get((name, oy, 0))
+        face = received.get((oy, 0))
         if face is None:
-            ops.fill_ghosts(rows, 1, pairs[1], values[1], component == 1, sides=((oy + 1) // 2,))
+            ops.fill_ghosts_stacked(rows, 1, bcs, sides=((oy + 1) // 2,))
         else:
-            rows[:, row[oy]:row[oy] + 1] = face
+            rows[:, :, row[oy]:row[oy] + 1] = face
     for oz in (-1, 1):
-        face = received.get((name, 0, oz))
+        face = received.get((0, oz))
         k = plane[oz]
         if face is None:
-            ops.fill_ghosts(out, 2, pairs[2], values[2], component == 2, sides=((oz + 1) // 2,))
+            ops.fill_ghosts_stacked(stack, 2, bcs, sides=((oz + 1) // 2,))
             continue
-        out[:, 1:-1, k:k + 1] = face
+        stack[:, :, 1:-1, k:k + 1] = face
         for oy in (-1, 1):
-            edge = received.get((name, oy, oz))
+            edge = received.get((oy, oz))
             if edge is None:  # a y wall: the neighbour's own y ghost of its face
-                ops.fill_ghosts(out[:, :, k:k + 1], 1, pairs[1], values[1], component == 1, sides=((oy + 1) // 2,))
+                ops.fill_ghosts_stacked(stack[..., k:k + 1], 1, bcs, sides=((oy + 1) // 2,))
             else:
-                out[:, row[oy]:row[oy] + 1, k:k + 1] = edge
+                stack[:, :, row[oy]:row[oy] + 1, k:k + 1] = edge
 
 
 def weighted_sum(u, dz) -> float:
@@ -165,18 +167,25 @@ class FlowDomain:
         if self.single:
             padded = {name: ops.pad_with(a, *bcs[name][0], bcs[name][1]) for name, a in fields.items()}
             return padded if reduce is None else (padded, float(reduce[0]))
-        padded, blocks = {}, {}
-        for name, a in fields.items():
-            (pairs, values), component = bcs[name]
-            out = ops.padded_copy(a)
-            block = out[:, 1:-1, 1:-1]  # the x-padded field: what the neighbours get planes of
-            ops.fill_ghosts(block, 0, pairs[0], values[0], component == 0)
-            padded[name], blocks[name] = out, block
+        names = list(fields)
+        stack, block, rules = self.halo_prepare([fields[n] for n in names], [bcs[n] for n in names])
         values = None if reduce is None else (float(reduce[0]),)
-        received, gathered = halo.exchange(self.ex, self.dec, self.key, self.periodic_yz, blocks, values)
-        for name, out in padded.items():
-            _fill_halos(out, name, bcs[name], received)
+        received, gathered = halo.exchange(self.ex, self.dec, self.key, self.periodic_yz, block, values)
+        fill_halos(stack, rules, received)
+        padded = dict(zip(names, stack, strict=True))
         return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](v[0] for v in gathered))
+
+    @staticmethod
+    def halo_prepare(arrays: list, bcs: list) -> tuple:
+        """The first part of a halo round: ``(stack, block, rules)``, the padded copies of
+        ``arrays`` as one stack with their x ghosts set, its x-padded interior (what the neighbours
+        get planes of) and each field's ``(pairs, values, component)`` (``bcs[i] = ((pairs,
+        values), component)``)."""
+        rules = [(pairs, values, component) for (pairs, values), component in bcs]
+        stack = ops.padded_copies(arrays)
+        block = stack[:, :, 1:-1, 1:-1]
+        ops.fill_ghosts_stacked(block, 0, rules)
+        return stack, block, rules
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]
@@ -360,14 +369,15 @@ class FlowDomain:
         xs = split_slices(self.grid.shape[0], self.counts[0])
         xp = array_module(a)
         pieces = self.ex.exchange({self.key: a}, self.dec.indices, self._row_group,
-                                  lambda plan, s, block, d: xp.asfortranarray(block[xs[d[0]]]), None)[self.key]
+                                  lambda plan, s, block, d: xp.asfortranarray(block[xs[d[0]]]), None,
+                                  site="x-to-y")[self.key]
         return xp.asfortranarray(xp.concatenate(pieces, axis=1))
 
     def _y_to_x(self, a):
         xp = array_module(a)
         pieces = self.ex.exchange({self.key: a}, self.dec.indices, self._row_group,
                                   lambda plan, s, block, d: xp.asfortranarray(block[:, self.dec.y[d[0]]]),
-                                  None)[self.key]
+                                  None, site="y-to-x")[self.key]
         return xp.asfortranarray(xp.concatenate(pieces, axis=0))
 
     def _row_group(self, d):

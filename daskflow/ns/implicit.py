@@ -141,7 +141,7 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, increments: di
     xp = array_module(parts[0].cols)
     if pz <= 2:
         pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
-                             lambda plan, s, block, d: block, None)[key]
+                             lambda plan, s, block, d: block, None, site=f"z-rows{len(parts)}")[key]
         mine = []
         for j, part in enumerate(parts):
             x = part.reduced.solve(xp.concatenate([piece[j] for piece in pieces]))
@@ -151,7 +151,7 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, increments: di
         slices = split_slices(ncols, pz)  # the columns whose reduced systems each chunk solves
         pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
                              lambda plan, s, block, d: [xp.ascontiguousarray(b[:, slices[d[1]]]) for b in block],
-                             None)[key]
+                             None, site=f"z-rows{len(parts)}")[key]
         solved = []
         for j, part in enumerate(parts):
             rhs = xp.concatenate([piece[j] for piece in pieces])
@@ -160,6 +160,6 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, increments: di
         def cut_back(plan, s, block, d):
             return [x[part.offsets[d[1]]:part.offsets[d[1] + 1]].copy() for x, part in zip(block, parts, strict=True)]
 
-        back = ex.exchange({key: solved}, dec.indices, group, cut_back, None)[key]
+        back = ex.exchange({key: solved}, dec.indices, group, cut_back, None, site=f"z-solutions{len(parts)}")[key]
         mine = [xp.concatenate([piece[j] for piece in back], axis=1) for j in range(len(parts))]
     return {c: part.finish(rows) for c, part, rows in zip(components, parts, mine, strict=True)}

@@ -77,6 +77,23 @@ def padded_copy(a):
     interior; the ghost layers are left unset for the caller to fill."""
     xp = array_module(a)
     out = new_field(xp, tuple(n + 2 for n in a.shape), a.dtype)
+    _copy_interior(a, out)
+    return out
+
+
+def padded_copies(arrays):
+    """:func:`padded_copy` of every array of ``arrays`` (one shape and dtype) into one
+    :func:`stacked_fields` allocation: ``out[i]`` is the padded ``arrays[i]``, ghosts unset."""
+    first = arrays[0]
+    out = stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape), first.dtype)
+    for a, o in zip(arrays, out, strict=True):
+        _copy_interior(a, o)
+    return out
+
+
+def _copy_interior(a, out) -> None:
+    """``out[1:-1, 1:-1, 1:-1] = a``, by z-slabs (compiled loops on NumPy where available)."""
+    xp = array_module(a)
     if _compiled(xp):
         for_slabs(xp, a.shape, lambda k0, k1: cpu_kernels.copy_interior(a, out, k0, k1), compiled=True)
     else:
@@ -84,14 +101,14 @@ def padded_copy(a):
             out[C, C, k0 + 1:k1 + 1] = a[:, :, k0:k1]
 
         for_slabs(xp, a.shape, copy)
-    return out
 
 
 def fill_ghosts(view, axis: int, pair: str, values, face: bool, sides: tuple[int, ...] = (0, 1)) -> None:
-    """Set the ghost planes of ``view`` along ``axis`` (its first and last; ``sides`` says which)
-    from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the wall
-    value (a face on the lower wall is the value itself), a Neumann side copies."""
-    n = view.shape[axis] - 2
+    """Set the ghost planes of ``view`` along spatial ``axis`` (its first and last; ``sides`` says
+    which) from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the
+    wall value (a face on the lower wall is the value itself), a Neumann side copies. ``view`` is
+    one field, or a stack of fields (spatial axes last) that share these boundary conditions."""
+    n = view.shape[view.ndim - 3 + axis] - 2
     for side, ghost, edge in ((0, _index(axis, 0), _index(axis, 1)), (1, _index(axis, n + 1), _index(axis, n))):
         if side not in sides:
             continue
@@ -104,6 +121,23 @@ def fill_ghosts(view, axis: int, pair: str, values, face: bool, sides: tuple[int
             view[ghost] = 2 * value - view[edge]
         else:
             view[ghost] = view[edge]
+
+
+def fill_ghosts_stacked(stack, axis: int, bcs: list, sides: tuple[int, ...] = (0, 1)) -> None:
+    """:func:`fill_ghosts` of every field of ``stack`` (``(count, ...)``, spatial axes last), each
+    with its own ``bcs[i] = (pairs, values, component)``: one operation for the whole stack when the
+    fields' conditions on ``axis`` agree (periodic, say), else one per field."""
+    def rule(bc):
+        pairs, values, component = bc
+        return ("PP",) if pairs[axis] == "PP" else (pairs[axis], tuple(values[axis]), component == axis)
+
+    rules = [rule(bc) for bc in bcs]
+    if len(set(rules)) == 1:
+        pairs, values, component = bcs[0]
+        fill_ghosts(stack, axis, pairs[axis], values[axis], component == axis, sides)
+        return
+    for field, (pairs, values, component) in zip(stack, bcs, strict=True):
+        fill_ghosts(field, axis, pairs[axis], values[axis], component == axis, sides)
 
 
 def _compiled(xp) -> bool:
@@ -127,10 +161,20 @@ def new_field(xp, shape: tuple, dtype):
     return xp.empty(shape, dtype=dtype, order=memory_order(xp))
 
 
+def stacked_fields(xp, count: int, shape: tuple, dtype):
+    """``count`` uninitialised fields of ``shape`` in one allocation, as a ``(count, *shape)`` array
+    whose ``[i]`` are contiguous in :func:`memory_order` (the field axis is the slowest): a halo
+    cuts and fills one plane of all of them in one operation."""
+    if xp is np:
+        return np.moveaxis(HOST_POOL.empty((*shape, count), dtype, "F"), -1, 0)
+    return xp.empty((count, *shape), dtype=dtype, order="C")
+
+
 def _index(axis: int, i: int) -> tuple:
+    """Index ``i`` on spatial ``axis`` (of the last three) of a field or a stack of fields."""
     sl = [slice(None)] * 3
     sl[axis] = i
-    return tuple(sl)
+    return (Ellipsis, *sl)
 
 
 def _z(arr, xp, dtype):

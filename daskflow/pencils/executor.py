@@ -8,7 +8,9 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
 * ``exchange(blocks, dests, sources, cut, join, extras=())``: destination ``d`` receives
   ``cut(plan, s, blocks[s], d)`` from every ``s`` in ``sources(d)`` and runs the chain ``join`` on
   the list of pieces (a transpose, a gather of boundary rows); with ``join=None`` the list itself is
-  the result, for a later ``map`` to consume (a scatter).
+  the result, for a later ``map`` to consume (a scatter). ``site`` (optional) names a call site whose
+  pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
+  transport may then describe them only the first time (:class:`~daskflow.pencils.transport.PackedTransport`).
 
 :class:`LocalExecutor` runs them eagerly on in-memory arrays (the whole decomposition in one
 caller); :class:`DirectExecutor` runs one participant's chunks and moves pieces through a
@@ -45,7 +47,7 @@ class LocalExecutor:
         return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in keys}
 
     def exchange(self, blocks: Mapping, dests: Iterable[Key], sources: Callable[[Key], list],
-                 cut: Callable, join, extras: Sequence[Mapping] = ()) -> dict:
+                 cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
         out = {}
         for d in dests:
             pieces = [cut(self.plan, s, blocks[s], d) for s in sources(d)]
@@ -82,7 +84,7 @@ class DirectExecutor:
         return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in self._mine(keys)}
 
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
-                 extras: Sequence[Mapping] = ()) -> dict:
+                 extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         dests = list(dests)
@@ -97,7 +99,8 @@ class DirectExecutor:
                     incoming.append((self.owner(s), tag))
         start = time.perf_counter()
         try:
-            received = self.transport.exchange(outgoing, incoming, run_of(xid))
+            received = self.transport.exchange(outgoing, incoming, run_of(xid),
+                                               site=None if site is None else f"{xid[0]}:{site}")
         finally:
             self.waited += time.perf_counter() - start
         out = {}

@@ -10,7 +10,7 @@ same round (a reduction without a round of its own).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from daskflow.backend import array_module
 
@@ -42,38 +42,41 @@ def sources(key: tuple[int, int], counts: Sequence[int], periodic: Sequence[bool
     return out
 
 
-def cut(src, blocks: Mapping, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
-    """The planes (faces) and lines (edges) of ``src``'s x-padded ``blocks`` that ``dst`` needs,
-    keyed ``(name, oy, oz)`` by where ``src`` sits relative to ``dst`` (empty for a chunk that is
-    no neighbour of ``dst``)."""
+def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
+    """The planes (faces) and lines (edges) of ``src``'s x-padded stack of fields ``block`` that
+    ``dst`` needs, keyed ``(oy, oz)`` by where ``src`` sits relative to ``dst`` (empty for a chunk
+    that is no neighbour of ``dst``); each piece is contiguous, ``(count, nx, 1 or ny, 1 or nz)``."""
+    xp = array_module(block)
+    ny, nz = block.shape[-2], block.shape[-1]
     pieces = {}
     for oy, oz in OFFSETS:
         if neighbour(dst, (oy, oz), counts, periodic) != src:
             continue
-        for name, a in blocks.items():
-            ny, nz = a.shape[1], a.shape[2]
-            ys = slice(ny - 1, ny) if oy < 0 else slice(0, 1) if oy > 0 else slice(None)
-            zs = slice(nz - 1, nz) if oz < 0 else slice(0, 1) if oz > 0 else slice(None)
-            pieces[(name, oy, oz)] = array_module(a).ascontiguousarray(a[:, ys, zs])
+        ys = slice(ny - 1, ny) if oy < 0 else slice(0, 1) if oy > 0 else slice(None)
+        zs = slice(nz - 1, nz) if oz < 0 else slice(0, 1) if oz > 0 else slice(None)
+        pieces[(oy, oz)] = xp.ascontiguousarray(block[..., ys, zs])
     return pieces
 
 
-def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], blocks: Mapping,
+def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block,
              values: tuple | None = None) -> tuple[dict, list]:
     """One halo round through executor ``ex`` for this participant's chunk ``key`` of
-    decomposition ``dec``: returns the received faces and edges ``{(name, oy, oz): array}`` and,
-    when ``values`` (a tuple of host numbers) is given, every participant's ``values`` in chunk
-    order (everyone sends them to everyone in the same round)."""
+    decomposition ``dec`` and its x-padded stack of fields ``block``: returns the received faces and
+    edges ``{(oy, oz): array}`` and, when ``values`` (a tuple of host numbers) is given, every
+    participant's ``values`` in chunk order (everyone sends them to everyone in the same round).
+    Without values the pieces' layouts are the same at every round with as many fields, so the
+    transport may skip describing them again (``site``)."""
     counts = dec.pencils
     if values is None:
-        pieces = ex.exchange({key: blocks}, dec.indices, lambda d: sources(d, counts, periodic),
-                             lambda plan, s, block, d: cut(s, block, d, counts, periodic), None)[key]
+        pieces = ex.exchange({key: block}, dec.indices, lambda d: sources(d, counts, periodic),
+                             lambda plan, s, b, d: cut(s, b, d, counts, periodic), None,
+                             site=f"halo{block.shape[0]}")[key]
         gathered = []
     else:
         def cut_with_values(plan, s, payload, d):
             return cut(s, payload[0], d, counts, periodic), payload[1]
 
-        out = ex.exchange({key: (blocks, tuple(values))}, dec.indices, lambda d: dec.indices, cut_with_values,
+        out = ex.exchange({key: (block, tuple(values))}, dec.indices, lambda d: dec.indices, cut_with_values,
                           None)[key]
         pieces, gathered = [p for p, _ in out], [v for _, v in out]
     received = {}

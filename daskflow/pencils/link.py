@@ -23,7 +23,7 @@ class Transport(Protocol):
     name: str
 
     def exchange(self, outgoing: list[tuple[str, Hashable, Any]], incoming: list[tuple[str, Hashable]],
-                 run: str) -> dict:
+                 run: str, site: str | None = None) -> dict:
         ...
 
     def finish(self) -> None:

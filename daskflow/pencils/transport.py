@@ -12,8 +12,9 @@ Backends (``cluster.comm``):
   event loop (UCX or TCP underneath). Portable: CPU and GPU workers, any cluster.
 * ``nccl``: NCCL point-to-point inside the task (:mod:`daskflow.pencils.nccl`), GPU workers.
   Each exchange is a tiny header round (layouts and host values; on a side stream, so it does not
-  wait for the computation) and one grouped send/recv of all device pieces on the compute stream,
-  with no host synchronisation: 2-40x less than an RPC hop per piece (``docs/performance.md``).
+  wait for the computation; skipped where the layouts are known from an earlier round) and one
+  grouped send/recv of all device pieces on the compute stream, with no host synchronisation: 2-40x
+  less than an RPC hop per piece (``docs/performance.md``).
 * ``ucx``: the same two rounds as tag-matched UCXX messages between the workers' UCX endpoints
   (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any
   network UCX drives (across nodes where NCCL is not available). Chosen explicitly, never by auto.
@@ -67,7 +68,7 @@ class MailboxTransport:
         self._serialize = to_serialize
         self._in_flight: list = []  # sends still running on the worker's event loop
 
-    def exchange(self, outgoing, incoming, run: str) -> dict:
+    def exchange(self, outgoing, incoming, run: str, site: str | None = None) -> dict:
         mailbox = self.worker.daskflow_mailbox
         remote = []
         for address, tag, piece in outgoing:
@@ -115,7 +116,10 @@ class MailboxTransport:
 
 
 class PackedTransport:
-    """An exchange over a :class:`Link`: one header round, then one payload round. :meth:`abort`
+    """An exchange over a :class:`Link`: one header round, then one payload round. At a
+    fixed-layout ``site`` only the first exchange of a run has a header round: later ones size the
+    receive buffers from its description and post the payload alone, so they cost no host wait.
+    :meth:`abort`
     (from the worker's event loop) waits for an exchange in progress to notice the abort and leave
     the link, so the link is never torn down under a call into it."""
 
@@ -127,6 +131,8 @@ class PackedTransport:
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
+        # (run, site) -> (layouts sent per peer, layouts received per peer) of fixed-layout sites
+        self._layouts: dict[tuple[str, str], tuple[dict, dict]] = {}
         self.dead = False
         self._in_link = threading.Lock()  # held while a call into the link is in progress
         self._state = threading.Lock()
@@ -137,12 +143,13 @@ class PackedTransport:
             if self.dead:
                 raise self._dead_error()
             self.runs = [*self.runs[-self.KEEP_RUNS + 1:], run]
+            self._layouts = {key: v for key, v in self._layouts.items() if key[0] in self.runs}
 
     def _dead_error(self) -> PeerAborted:
         return PeerAborted(f"daskflow exchange: the {self.name} communicator was aborted by a failed run (a peer "
                            "task failed); its participants build a new one for the next run")
 
-    def exchange(self, outgoing, incoming, run: str) -> dict:
+    def exchange(self, outgoing, incoming, run: str, site: str | None = None) -> dict:
         out: dict = {}
         to_peer: dict[int, list] = {}
         for address, tag, piece in outgoing:
@@ -154,32 +161,57 @@ class PackedTransport:
         for address, tag in incoming:
             if address != self.me:
                 from_peer.setdefault(self.ranks[address], []).append(tag)
-        headers, sends = {}, []
+        flat, sends = {}, []
         for peer, items in sorted(to_peer.items()):
-            entries = []
-            for _, piece in sorted(items, key=lambda item: item[0]):
-                spec, device, host = wire.flatten(piece, self.link.is_device)
-                entries.append((*self.book.describe(peer, spec), host))
-                sends.extend((peer, leaf) for leaf in device if leaf.nbytes)
-            headers[peer] = wire.encode_header(entries)
+            flat[peer] = [wire.flatten(piece, self.link.is_device) for _, piece in sorted(items, key=lambda i: i[0])]
+            sends.extend((peer, leaf) for _, device, _ in flat[peer] for leaf in device if leaf.nbytes)
+        if site is not None and any(host for pieces in flat.values() for _, _, host in pieces):
+            raise ValueError(f"daskflow exchange {site}: pieces of a fixed-layout site carry no host values")
+        known = None if site is None else self._layouts.get((run, site))
         abort = lambda: self._aborted(run) or self.dead  # noqa: E731
         with self._in_link:
             if self.dead:
                 raise self._dead_error()
-            received = self.link.header_round(headers, sorted(from_peer), abort, self.timeout)
+            if known is None:
+                layouts = self._describe(flat, from_peer, abort)
+                if site is not None:
+                    self._layouts[(run, site)] = ({p: [spec for spec, _, _ in pieces] for p, pieces in flat.items()},
+                                                  {p: [spec for spec, _ in pieces] for p, pieces in layouts.items()})
+            else:
+                self._check_layouts(site, flat, known[0])
+                layouts = {peer: [(spec, []) for spec in specs] for peer, specs in known[1].items()}
             recvs = []
             for peer, tags in sorted(from_peer.items()):
-                entries = wire.decode_header(received[peer])
-                if len(entries) != len(tags):
-                    raise RuntimeError(f"daskflow exchange: rank {peer} sent {len(entries)} pieces, {len(tags)} "
-                                       "expected (the workers' exchange sequences differ)")
-                for tag, (number, described, host) in zip(sorted(tags), entries, strict=True):
-                    spec = self.book.resolve(peer, number, described)
+                for tag, (spec, host) in zip(sorted(tags), layouts[peer], strict=True):
                     leaves = [self.link.empty(*layout) for layout in wire.device_layouts(spec)]
                     recvs.extend((peer, leaf) for leaf in leaves if leaf.nbytes)
                     out[tag] = wire.unflatten(spec, leaves, host)
             self.link.payload_round(sends, recvs, abort, self.timeout)
         return out
+
+    def _describe(self, flat: dict, from_peer: dict, abort: Callable[[], bool]) -> dict:
+        """The header round: every peer's pieces described (numbered specs and host values) to it;
+        returns ``{peer: [(spec, host values)]}`` of the pieces to receive, in tag order."""
+        headers = {peer: wire.encode_header([(*self.book.describe(peer, spec), host) for spec, _, host in pieces])
+                   for peer, pieces in flat.items()}
+        received = self.link.header_round(headers, sorted(from_peer), abort, self.timeout)
+        layouts = {}
+        for peer, tags in sorted(from_peer.items()):
+            entries = wire.decode_header(received[peer])
+            if len(entries) != len(tags):
+                raise RuntimeError(f"daskflow exchange: rank {peer} sent {len(entries)} pieces, {len(tags)} "
+                                   "expected (the workers' exchange sequences differ)")
+            layouts[peer] = [(self.book.resolve(peer, number, described), host) for number, described, host in entries]
+        return layouts
+
+    @staticmethod
+    def _check_layouts(site: str, flat: dict, described: dict) -> None:
+        """A fixed-layout site sends exactly what it described the first time (its receivers size
+        their buffers by that description alone)."""
+        now = {peer: [spec for spec, _, _ in pieces] for peer, pieces in flat.items()}
+        if now != described:
+            raise RuntimeError(f"daskflow exchange {site}: the pieces' layouts changed since this site first ran "
+                               "(a fixed-layout site must send the same structure, shapes and dtypes every time)")
 
     def finish(self) -> None:
         pass  # stream-ordered: the pieces are ready for whatever runs next on the compute stream

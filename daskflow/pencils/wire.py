@@ -1,10 +1,10 @@
 """How a piece of an exchange travels over a link that moves raw device buffers (NCCL, UCX).
 
 A piece is whatever an algorithm's ``cut`` returns: an array, or tuples, lists and dicts of arrays,
-floats, host arrays and ``None``. :func:`flatten` splits it into a *spec* (its structure, and the
-shape, dtype and memory order of every device array: hashable, the same from one step to the
-next), the device arrays themselves (sent as raw bytes, received into buffers the spec sizes) and
-the host values (pickled into the small header that precedes the payload).
+floats, host arrays and ``None``. :func:`flatten` splits it into a *spec* (its structure, ``None``
+included, and the shape, dtype and memory order of every device array: hashable, the same from one
+step to the next), the device arrays themselves (sent as raw bytes, received into buffers the spec
+sizes) and the host values (pickled into the small header that precedes the payload).
 
 :class:`SpecBook` keeps the specs a sender has already described to each peer, so that a header
 carries a small integer instead of the spec once a piece's layout has been seen: in a time step
@@ -17,7 +17,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-ARRAY, TUPLE, LIST, DICT, HOST = "a", "t", "l", "d", "h"
+ARRAY, TUPLE, LIST, DICT, HOST, NONE = "a", "t", "l", "d", "h", "n"
 
 
 def flatten(piece: Any, is_device: Callable[[Any], bool]) -> tuple[tuple, list, list]:
@@ -39,6 +39,8 @@ def flatten(piece: Any, is_device: Callable[[Any], bool]) -> tuple[tuple, list, 
             return (LIST, tuple(walk(v) for v in x))
         if isinstance(x, dict):
             return (DICT, tuple(x), tuple(walk(v) for v in x.values()))
+        if x is None:  # structure, not a value: a missing part stays missing from one step to the next
+            return (NONE,)
         host.append(x)
         return (HOST,)
 
@@ -49,7 +51,7 @@ def device_layouts(spec: tuple) -> list[tuple[tuple, str, str]]:
     """``(shape, dtype, order)`` of the device leaves of ``spec``, in flattening order."""
     if spec[0] == ARRAY:
         return [spec[1:]]
-    if spec[0] == HOST:
+    if spec[0] in (HOST, NONE):
         return []
     children = spec[2] if spec[0] == DICT else spec[1]
     return [layout for child in children for layout in device_layouts(child)]
@@ -65,6 +67,8 @@ def unflatten(spec: tuple, device: list, host: list) -> Any:
             return next(device_iter)
         if kind == HOST:
             return next(host_iter)
+        if kind == NONE:
+            return None
         if kind == DICT:
             return {k: build(v) for k, v in zip(s[1], s[2], strict=True)}
         values = [build(v) for v in s[1]]

@@ -99,7 +99,7 @@ def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=(), 
         return ex.map([*head, stages.forward_xy, *then], dec.indices, blocks, extras)
     spec_x = ex.map([*head, stages.forward_x], dec.indices, blocks)
     return ex.exchange(spec_x, dec.indices, _groups(dec, "p"), cut_for_y_pencil,
-                       [assemble_y, stages.forward_y_owned, *then], extras)
+                       [assemble_y, stages.forward_y_owned, *then], extras, site="x-to-y")
 
 
 def _y_back(plan: SpectralPlan, tail) -> list:
@@ -116,7 +116,7 @@ def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
     if dec.py == 1:
         return blocks
     return ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_for_x_pencil,
-                       [assemble_x, stages.backward_x_owned, *tail])
+                       [assemble_x, stages.backward_x_owned, *tail], site="y-to-x")
 
 
 def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
@@ -128,8 +128,9 @@ def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
     else:
         spec = _forward_chain(plan, ex, blocks, [], head=head)
         by_x_group = _groups(dec, "q")
-        spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, stages.thomas])
-        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, tail)])
+        spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, stages.thomas], site="y-to-z")
+        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, tail)],
+                          site="z-to-y")
     return _finish(plan, ex, out, tail)
 
 
@@ -151,12 +152,12 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
     reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,), head=head)
     if gather:
         pieces = ex.exchange(reduced, dec.indices, _groups(dec, "q"), cut_all_boundary_rows, [solve_gathered],
-                             (factors,))
+                             (factors,), site="all-rows")
     else:
         solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
-                             [stages.reduced_solve], (factors,))
+                             [stages.reduced_solve], (factors,), site="rows")
         pieces = ex.exchange(solved, dec.indices, lambda d: [(d[0], s) for s in range(len(dec.reduced))],
-                             cut_solution_rows, None)
+                             cut_solution_rows, None, site="solutions")
     back = [stages.ptdma_reconstruct, *_y_back(plan, tail)]
     out = ex.map(back, dec.indices, reduced, (coefficients, pieces))
     return _finish(plan, ex, out, tail)
@@ -168,5 +169,6 @@ def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:
     dec = plan.decomposition
     for i in range(count):
         cut_fn, join = (cut_for_y_pencil, [assemble_y]) if i % 2 == 0 else (cut_for_x_pencil, [assemble_x])
-        blocks = ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_fn, join)
+        blocks = ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_fn, join,
+                             site="x-to-y" if i % 2 == 0 else "y-to-x")
     return blocks

@@ -52,3 +52,18 @@ def test_fused_explicit_kernel_matches_array_expressions(cupy, axes):
     got = explicit_terms(*(cupy.asarray(p) for p in padded), m, 0.3, axes)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g.get(), e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_padded_copies_on_the_gpu_equal_numpys(cupy, rng, dtype):
+    """The padded-copy kernel puts every value where NumPy's slice assignment does, into a single
+    field and into each field of a stack (the halo's allocation), ghosts from the same rules."""
+    from daskflow.ns import operators as ops
+    from daskflow.ns.boundaries import ComponentBC
+
+    fields = [rng.standard_normal((7, 5, 9)).astype(dtype) for _ in range(3)]
+    bc = ComponentBC(("PP", "PP", "DD"), ((0.0, 0.0), (0.0, 0.0), (1.0, -1.0)))
+    for got, want in zip(ops.padded_copies([cupy.asarray(f) for f in fields]), ops.padded_copies(fields), strict=True):
+        np.testing.assert_array_equal(got[1:-1, 1:-1, 1:-1].get(), want[1:-1, 1:-1, 1:-1])
+    for i, f in enumerate(fields):
+        np.testing.assert_array_equal(ops.pad(cupy.asarray(f), bc, i).get(), ops.pad(f, bc, i))

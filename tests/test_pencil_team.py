@@ -136,3 +136,22 @@ def test_the_board_copies_pieces_and_names_what_is_missing():
     board.abort()
     with pytest.raises(PeerAborted):
         transport.exchange([], [("b", "other")], "run")
+
+
+def test_a_device_value_rides_the_halo_as_a_host_number_does():
+    """A 0-d array (how a GPU keeps a sum without waiting for it) travels with the halo's faces and
+    comes back combined on its device, equal to the host path's number; the faces are the same."""
+    sim = Simulation(_config(CHANNEL, "z", (2, 2)))
+    pencils = sim._local_pencils()
+
+    def body(stepper, pencil):
+        fields, rank = [pencil.u, pencil.v, pencil.w], float(sum(stepper.domain.key) + 1)
+        host = stepper.domain.pad_and_reduce(fields, rank, "sum")
+        device = stepper.domain.pad_and_reduce(fields, np.asarray(rank), "max")
+        return host, device
+
+    for (host_padded, host_sum), (device_padded, device_max) in pencils.call(body, sim.state):
+        assert isinstance(host_sum, float) and host_sum == 1 + 2 + 2 + 3
+        assert type(device_max) is not float and np.ndim(device_max) == 0 and float(device_max) == 3
+        for a, b in zip(host_padded, device_padded, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -49,7 +49,7 @@ def flow_scalars(stepper, state, nu: float) -> dict:
         "bottom": (float(state.u[:, :, 0].sum()) if domain.region[2].start == 0 else 0.0, "sum"),
         "top": (float(state.u[:, :, -1].sum()) if domain.region[2].stop == grid.shape[2] else 0.0, "sum"),
         "energy": (float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum()), "sum"),
-        "u_dz": (weighted_sum(state.u, domain.dz()), "sum"),
+        "u_dz": (float(weighted_sum(state.u, domain.dz())), "sum"),
     }
     del padded
     total = dict(zip(local, domain.allreduce_many([v for v, _ in local.values()], [op for _, op in local.values()]),

@@ -105,10 +105,25 @@ def fill_halos(stack, bcs: list, received: dict) -> None:
                 stack[:, :, row[oy]:row[oy] + 1, k:k + 1] = edge
 
 
-def weighted_sum(u, dz) -> float:
-    """``sum(u * dz)`` over a field with z widths ``dz`` (a host float)."""
+def _value(v):
+    """A reduction's value as it travels: a host float, or a 0-d array kept where it lives."""
+    return float(v) if isinstance(v, (int, float, np.number)) else v
+
+
+def weighted_sum(u, dz):
+    """``sum(u * dz)`` over a field with z widths ``dz``: a 0-d array where ``u`` lives (no wait for
+    the device; ``float()`` it where the host needs the number)."""
     xp = array_module(u)
-    return float((u * xp.asarray(dz)[None, None, :]).sum())
+    return (u * xp.asarray(dz)[None, None, :]).sum()
+
+
+def _combine(gathered: list, op: str):
+    """Every participant's value combined with ``op`` in chunk order: host numbers on the host,
+    device values on the device (a 0-d array, no wait)."""
+    if isinstance(gathered[0], (int, float)):
+        return REDUCTIONS[op](gathered)
+    stacked = array_module(gathered[0]).stack(gathered)
+    return stacked.max() if op == "max" else stacked.sum()
 
 
 class FlowDomain:
@@ -163,17 +178,18 @@ class FlowDomain:
         would give them. With ``reduce = (value, op)`` every participant also sends ``value`` to
         every other in the same round, and the result is ``(padded, op over the participants'
         values in chunk order)`` (``op``: ``sum`` or ``max``): a reduction without a round of its
-        own."""
+        own. A host number is reduced on the host; a 0-d array stays on its device (the round
+        then waits for nothing on the host)."""
         if self.single:
             padded = {name: ops.pad_with(a, *bcs[name][0], bcs[name][1]) for name, a in fields.items()}
-            return padded if reduce is None else (padded, float(reduce[0]))
+            return padded if reduce is None else (padded, _value(reduce[0]))
         names = list(fields)
         stack, block, rules = self.halo_prepare([fields[n] for n in names], [bcs[n] for n in names])
-        values = None if reduce is None else (float(reduce[0]),)
+        values = None if reduce is None else _value(reduce[0])
         received, gathered = halo.exchange(self.ex, self.dec, self.key, self.periodic_yz, block, values)
         fill_halos(stack, rules, received)
         padded = dict(zip(names, stack, strict=True))
-        return padded if reduce is None else (padded, REDUCTIONS[reduce[1]](v[0] for v in gathered))
+        return padded if reduce is None else (padded, _combine(gathered, reduce[1]))
 
     @staticmethod
     def halo_prepare(arrays: list, bcs: list) -> tuple:

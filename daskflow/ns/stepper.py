@@ -113,6 +113,8 @@ class Stepper:
         for s in range(3):
             dt = self.substep(state, s, dt)
         state.history = []  # beta[0] = 0: no right-hand side is needed across steps
+        # the flow-rate forcing's correction stayed on the device through the substeps: one wait
+        state.forcing_gradient = float(state.forcing_gradient)
         state.time += dt
         state.step += 1
         state.dt = dt
@@ -191,7 +193,8 @@ class Stepper:
         if flow_rate:
             # The projection below leaves the bulk velocity as it is (the x-differences of phi sum
             # to zero around the periodic x axis), so u* is summed now, riding on the halo exchange
-            # instead of costing a reduction round of its own.
+            # instead of costing a reduction round of its own; on a GPU the sum, its reduction and
+            # the correction stay on the device (no wait for the host at every substep).
             padded_stars, total = domain.pad_and_reduce(stars, weighted_sum(state.u, domain.dz()), "sum")
         else:
             padded_stars = domain.pad_velocity(stars)
@@ -222,7 +225,7 @@ class Stepper:
 
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""
-        return self.bulk_from_sum(self.domain.allreduce(weighted_sum(u, self.domain.dz()), "sum"))
+        return self.bulk_from_sum(self.domain.allreduce(float(weighted_sum(u, self.domain.dz())), "sum"))
 
     def bulk_from_sum(self, total: float) -> float:
         """The bulk velocity from the domain-wide sum of ``u dz`` (:func:`weighted_sum`)."""

@@ -58,27 +58,30 @@ def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dic
     return pieces
 
 
-def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block,
-             values: tuple | None = None) -> tuple[dict, list]:
+def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block, value=None) -> tuple[dict, list]:
     """One halo round through executor ``ex`` for this participant's chunk ``key`` of
     decomposition ``dec`` and its x-padded stack of fields ``block``: returns the received faces and
-    edges ``{(oy, oz): array}`` and, when ``values`` (a tuple of host numbers) is given, every
-    participant's ``values`` in chunk order (everyone sends them to everyone in the same round).
-    Without values the pieces' layouts are the same at every round with as many fields, so the
-    transport may skip describing them again (``site``)."""
+    edges ``{(oy, oz): array}`` and, when ``value`` is given, every participant's ``value`` in chunk
+    order (everyone sends it to everyone in the same round). ``value`` is a host number, or a 0-d
+    array that travels on its device with the faces. Without a host number the pieces' layouts are
+    the same at every round with as many fields, so the transport may skip describing them again
+    (``site``)."""
     counts = dec.pencils
-    if values is None:
+    site = f"halo{block.shape[0]}"
+    if value is None:
         pieces = ex.exchange({key: block}, dec.indices, lambda d: sources(d, counts, periodic),
-                             lambda plan, s, b, d: cut(s, b, d, counts, periodic), None,
-                             site=f"halo{block.shape[0]}")[key]
+                             lambda plan, s, b, d: cut(s, b, d, counts, periodic), None, site=site)[key]
         gathered = []
     else:
-        def cut_with_values(plan, s, payload, d):
+        on_device = not isinstance(value, (int, float))
+
+        def cut_with_value(plan, s, payload, d):
             return cut(s, payload[0], d, counts, periodic), payload[1]
 
-        out = ex.exchange({key: (block, tuple(values))}, dec.indices, lambda d: dec.indices, cut_with_values,
-                          None)[key]
-        pieces, gathered = [p for p, _ in out], [v for _, v in out]
+        out = ex.exchange({key: (block, value.reshape(1) if on_device else value)}, dec.indices,
+                          lambda d: dec.indices, cut_with_value, None, site=f"{site}+value" if on_device else None)[key]
+        pieces = [p for p, _ in out]
+        gathered = [v.reshape(()) if on_device else v for _, v in out]
     received = {}
     for piece in pieces:
         received.update(piece)

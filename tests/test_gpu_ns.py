@@ -56,8 +56,8 @@ def test_fused_explicit_kernel_matches_array_expressions(cupy, axes):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_padded_copies_on_the_gpu_equal_numpys(cupy, rng, dtype):
-    """The padded-copy kernel puts every value where NumPy's slice assignment does, into a single
-    field and into each field of a stack (the halo's allocation), ghosts from the same rules."""
+    """Padded copies on the GPU put every value where NumPy's do, into a single field and into each
+    field of a stack (the halo's allocation), ghosts from the same rules."""
     from daskflow.ns import operators as ops
     from daskflow.ns.boundaries import ComponentBC
 

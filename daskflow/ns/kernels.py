@@ -1,5 +1,4 @@
-"""CUDA kernels of the time step: the fused explicit momentum terms (advection + explicit
-diffusion), and the copy of a field into the interior of its padded array.
+"""Fused CUDA kernel for the explicit momentum terms (advection + explicit diffusion).
 
 One thread per interior point computes all three components from the padded velocity, reading
 each neighbour once from global memory; the array-expression version in
@@ -95,21 +94,3 @@ def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
            (U, V, W, dzf, dzc, *out, np.int32(nx), np.int32(ny), np.int32(nz), scalar(metrics.dx),
             scalar(metrics.dy), scalar(nu), np.int32(0 in axes), np.int32(1 in axes), np.int32(2 in axes)))
     return out
-
-
-@functools.cache
-def _padded_copy_kernel():
-    import cupy
-
-    return cupy.ElementwiseKernel(
-        "T a, int32 ny, int32 nz", "raw T out",
-        "const long long t = i / nz;"
-        " out[((t / ny + 1) * (ny + 2) + t % ny + 1) * (long long)(nz + 2) + i % nz + 1] = a;",
-        "daskflow_padded_copy")
-
-
-def padded_copy_into(a, out) -> None:
-    """``out[1:-1, 1:-1, 1:-1] = a`` for a CuPy ``a`` ``(nx, ny, nz)`` and a C-contiguous ``out``
-    ``(nx+2, ny+2, nz+2)``: one pass over ``a`` in its C order, each thread writing its element's
-    padded place (CuPy's strided slice assignment computes a 3-D index per element instead)."""
-    _padded_copy_kernel()(a, np.int32(a.shape[1]), np.int32(a.shape[2]), out)

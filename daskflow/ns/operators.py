@@ -17,7 +17,7 @@ import numpy as np
 
 from daskflow.backend import HOST_POOL, array_module, compiled_loops, cpu_threads, even_ranges, run_in_threads
 from daskflow.grid import Grid
-from daskflow.ns import cpu_kernels, kernels
+from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
 
 C, HI, LO = slice(1, -1), slice(2, None), slice(None, -2)
@@ -96,8 +96,6 @@ def _copy_interior(a, out) -> None:
     xp = array_module(a)
     if _compiled(xp):
         for_slabs(xp, a.shape, lambda k0, k1: cpu_kernels.copy_interior(a, out, k0, k1), compiled=True)
-    elif xp is not np and out.flags.c_contiguous:
-        kernels.padded_copy_into(a, out)
     else:
         def copy(k0, k1):
             out[C, C, k0 + 1:k1 + 1] = a[:, :, k0:k1]

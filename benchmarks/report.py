@@ -125,7 +125,8 @@ def table_channel_step(docs: dict) -> str:
 def generic_line(name, d) -> list:
     """device + the top-level numbers of a document of unknown schema."""
     numbers = {k: v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    shown = ", ".join(f"{k} = {v:.4g}" for k, v in list(numbers.items())[:6]) or "no top-level numbers"
+    shown = ", ".join(f"{k} = {v:.4g}" for k, v in list(numbers.items())[:6])
+    shown = shown or "nested results (quoted in the sections above)"
     return [name, d.get("benchmark", "?"), d.get("device", "?"), shown]
 
 
@@ -446,6 +447,7 @@ def generated(results, unknown, used, figures, out_dir, results_dir) -> str:
     parts.append(paper_section(perfmodel.paper_predictions(), figures, out_dir))
     other = [n for n in results if n not in used and results[n].get("benchmark") not in ("channel_step",)]
     parts.append("## Other results (generated)\n")
+    generic = []  # one table for every file without a renderer of its own
     for name in other:
         d = results[name]
         render = RENDER.get(d.get("benchmark"))
@@ -455,7 +457,9 @@ def generated(results, unknown, used, figures, out_dir, results_dir) -> str:
                 continue
             except (KeyError, TypeError, ValueError):
                 pass
-        parts += [_table(["file", "benchmark", "device", "numbers"], [generic_line(name, d)]), ""]
+        generic.append(generic_line(name, d))
+    if generic:
+        parts += [_table(["file", "benchmark", "device", "numbers"], generic), ""]
     for name, why in unknown:
         parts.append(f"- `{name}`: skipped ({why}).")
     if not other and not unknown:

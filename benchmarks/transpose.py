@@ -161,7 +161,7 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
             keys = list(out.values())
         else:
             tasks, placement, keys = {}, {}, []
-            algorithm = partial(algorithms.transpose_chain, count=count)
+            algorithm = partial(transpose_chain_done, count=count)
             for i, w in enumerate(workers):
                 mine = [k for k in dec.indices if owner(k) == w]
                 key = (f"fused-{token}", i)
@@ -186,6 +186,20 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
         chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
         out[design] = {"one_awaited_ms": 1e3 * float(np.median(single)),
                        "chained_per_transpose_ms": 1e3 * float(np.median(chained))}
+    return out
+
+
+def transpose_chain_done(ex, plan, blocks: dict, count: int) -> dict:
+    """:func:`daskflow.poisson.algorithms.transpose_chain`, returning only once the device has
+    finished it: stream-ordered transports (NCCL) return from the task while the GPU still works,
+    so without this the task's wall time would leave the transfers out."""
+    from daskflow.backend import cupy_or_none
+    from daskflow.poisson import algorithms
+
+    out = algorithms.transpose_chain(ex, plan, blocks, count)
+    cupy = cupy_or_none()
+    if cupy is not None:
+        cupy.cuda.get_current_stream().synchronize()
     return out
 
 

@@ -13,7 +13,9 @@ this thread, several by a :class:`~daskflow.pencils.team.Team` of threads that e
 solver pieces exactly as workers do. With a ``distributed`` client, every worker owns one pencil
 (``py * pz`` must equal the number of workers) and each ``run`` is one task per worker that
 advances its pencil, exchanging pieces directly with the other workers
-(:mod:`daskflow.ns.distributed`).
+(:mod:`daskflow.ns.distributed`). Fields enter the cluster on the workers: each builds its part of
+the initial condition, reads its region of a checkpoint, or evaluates ``set()``'s functions on its
+own coordinates (:mod:`daskflow.ns.placement`).
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ class Simulation:
         self.client = client
         s = cfg["solver"]
         if client is not None:
-            self.xp = np  # the host view of the fields: set() and checkpoints read on the client
+            self.xp = np  # the host view of the fields (the workers hold them: set() and restarts place them there)
         zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
         self.state = State(*zeros)
         output = cfg["output"]
@@ -215,7 +217,7 @@ class Simulation:
     def _load_checkpoint(self) -> None:
         from daskflow.io import store
 
-        fields, clock = store.read_checkpoint(self.store)
+        fields, clock = self._read_checkpoint(self.store)
         if "fallback" in clock:  # the newer slot is damaged: say so, clear it, never overwrite the one in use
             damaged = next(slot for slot in store.SLOTS if slot != clock["slot"])
             logging.getLogger("daskflow").warning("restarting from checkpoint slot %s (step %d): %s; slot %s is "
@@ -231,9 +233,21 @@ class Simulation:
 
         return store.first_step(self.store)
 
-    def _start_from(self, fields: dict, clock: dict) -> None:
-        """Set the fields and the clock (time, step, dt, forcing gradient) of a checkpoint."""
-        self.set(**fields)
+    def _read_checkpoint(self, path: str) -> tuple[dict | list, dict]:
+        """The latest intact checkpoint of ``path`` (:func:`daskflow.io.store.read_checkpoint`): its
+        fields read here, or, on a cluster, its pencils read and verified by their workers from the
+        slot chosen here (only the slots' metadata is read here), and its clock."""
+        from daskflow.io import store
+
+        if self._cluster is None:
+            return store.read_checkpoint(path)
+        return store.read_checkpoint(path, lambda slot, clock: self._cluster.read(path, slot, clock))
+
+    def _start_from(self, fields: dict | list, clock: dict) -> None:
+        """Set the fields (on a cluster already placed by :meth:`_read_checkpoint`) and the clock
+        (time, step, dt, forcing gradient) of a checkpoint."""
+        if self._cluster is None:
+            self.set(**fields)
         self.state.time, self.state.step = clock["time"], clock["step"]
         self.state.dt, self.state.forcing_gradient = clock["dt"], clock["forcing_gradient"]
 
@@ -286,35 +300,48 @@ class Simulation:
 
     def set(self, **fields: Any) -> None:
         """Set ``u, v, w, p`` from arrays ``(nx, ny, nz)`` or functions ``f(x, y, z)`` evaluated at
-        each variable's own staggered position."""
-        if self._cluster is not None and self._cluster.pencils is not None:  # bring the workers' fields back first
-            for name in "uvwp":
-                setattr(self.state, name, np.asfortranarray(to_numpy(self._dask(name).compute())))
-            self._cluster.pencils = None
-        for name, value in fields.items():
+        each variable's own staggered position (broadcastable coordinate arrays, see
+        :func:`daskflow.ns.initial.positions`). The other fields are kept.
+
+        On a cluster, the functions are sent to the workers (pickled: lambdas and closures work) and
+        every worker evaluates them on the coordinates of its own pencil, so a function must compute
+        each point from that point's coordinates alone (pointwise, as NumPy's ufuncs and
+        broadcasting do); no field passes through the client for them. Arrays are cut into pencils
+        here and each pencil is sent from here to its worker."""
+        for name in fields:
             if name not in ("u", "v", "w", "p"):
                 raise ValueError(f"set(): unknown field {name!r} (allowed: u, v, w, p)")
-            component = {"u": 0, "v": 1, "w": 2, "p": None}[name]
-            if isinstance(value, Callable):
-                value = np.broadcast_to(value(*initial.positions(self.grid, component)), self.grid.shape)
-            value = to_numpy(value)
-            if value.shape != self.grid.shape:
-                raise ValueError(f"set(): {name} must have shape {self.grid.shape}, got {value.shape}")
+        arrays = {name: self._checked(name, value) for name, value in fields.items() if not callable(value)}
+        if self._cluster is not None:
+            self._cluster.set(self.state, arrays, {name: f for name, f in fields.items() if callable(f)})
+            return
+        for name, value in fields.items():
+            if callable(value):
+                component = {"u": 0, "v": 1, "w": 2, "p": None}[name]
+                value = self._checked(name, np.broadcast_to(value(*initial.positions(self.grid, component)),
+                                                            self.grid.shape))
+            else:
+                value = arrays[name]
             setattr(self.state, name, self._array(value))
         for i, name in enumerate(("u", "v", "w")):  # the stored upper wall faces hold the wall values
             bc = self.boundaries.components[i]
             if bc.pairs[i] != "PP":
                 setattr(self.state, name, wall_face(getattr(self.state, name), i, bc))
 
+    def _checked(self, name: str, value) -> np.ndarray:
+        """``value`` as a host array of the grid's shape (else ``ValueError``)."""
+        value = to_numpy(value)
+        if value.shape != self.grid.shape:
+            raise ValueError(f"set(): {name} must have shape {self.grid.shape}, got {value.shape}")
+        return value
+
     def _initial(self) -> None:
         """The initial condition of ``config.initial``: evaluated by every participant on its own
-        pencil (on a cluster, on the workers: no field passes through the client), or the fields
-        and clock of another run's checkpoint."""
+        pencil, or the fields and clock of another run's checkpoint (on a cluster, read by the
+        workers, each its own pencil: no field passes through the client)."""
         ini = self.config["initial"]
         if ini["kind"] == "checkpoint":  # fields and clock of another run (a new run, its own store)
-            from daskflow.io import store
-
-            self._start_from(*store.read_checkpoint(ini["path"]))
+            self._start_from(*self._read_checkpoint(ini["path"]))
             return
         self._pencils_here.initialize(self.state, ini)
 

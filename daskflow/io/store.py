@@ -22,7 +22,8 @@ Layout (each group opens with ``xarray.open_zarr(store, group=...)``):
   checkpoint intact. On fsspec URLs (object stores) the name is the ``current`` attribute of the
   ``checkpoint`` group, replaced in one write. Every checkpoint chunk carries a CRC32C checksum;
   :func:`read_checkpoint` verifies them and that no chunk is missing, and falls back to the other
-  slot when the current one is damaged.
+  slot when the current one is damaged. It reads the fields itself, or lets the workers of a
+  cluster read and verify the region each owns (:func:`read_region`) from the slot it chose.
 
 **What readers see.** The store's metadata is consolidated at its root, and the consolidated copy
 is the *committed* view: a record (scalars, profiles, a field snapshot, slices) is written into the
@@ -56,6 +57,7 @@ importable from here).
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import uuid
@@ -96,8 +98,8 @@ __all__ = [
     "SLOTS", "UNITS", "CheckpointError", "append_records", "attributes", "checkpoint_chunks", "clear_slot", "commit",
     "commit_checkpoint", "coordinates", "create", "current_slot", "exists", "first_step", "grow_time",
     "has_checkpoint", "is_local", "last_step", "next_slot", "open_for_write", "prepare_slot", "read_checkpoint",
-    "read_clock", "record_chunks", "record_exchanges", "root_config", "set_current", "slice_planes",
-    "sync_to_disk", "time_groups", "truncate_after", "unmatched_slices", "write_unit",
+    "read_clock", "read_region", "record_chunks", "record_exchanges", "root_config", "set_current", "slice_planes",
+    "slot_clock", "sync_to_disk", "time_groups", "truncate_after", "unmatched_slices", "write_unit",
 ]
 
 SLOTS = ("a", "b")
@@ -335,10 +337,13 @@ def read_clock(path: str, slot: str) -> dict | None:
     return None if clock is None else dict(clock)
 
 
-def read_checkpoint(path: str) -> tuple[dict, dict]:
-    """``(fields, clock)`` of the latest intact checkpoint (host arrays). The slot the pointer names
-    is verified (every chunk present, every checksum right); when it is damaged, the other slot is
-    read instead and ``clock["fallback"]`` says why. ``clock["slot"]`` names the slot used."""
+def read_checkpoint(path: str, read=None) -> tuple[dict, dict]:
+    """``(fields, clock)`` of the latest intact checkpoint. The slot the pointer names is verified
+    (every chunk present, every checksum right); when it is damaged, the other slot is read instead
+    and ``clock["fallback"]`` says why. ``clock["slot"]`` names the slot used. ``read(slot,
+    clock)`` reads and verifies the fields of a slot whose clock is intact and returns them, raising
+    :class:`CheckpointError` for damage; by default :func:`read_region` of the whole slot, here
+    (host arrays). Only the slots' metadata is read here when ``read`` reads elsewhere."""
     current = current_slot(path)
     if current is None and not any(_quiet_clock(path, slot) for slot in SLOTS):
         raise CheckpointError(f"store {path!r} holds no complete checkpoint to restart from")
@@ -346,7 +351,8 @@ def read_checkpoint(path: str) -> tuple[dict, dict]:
     problems = []
     for slot in order:
         try:
-            fields, clock = _read_slot(path, slot)
+            clock = slot_clock(path, slot)
+            fields = read_region(path, slot) if read is None else read(slot, clock)
         except CheckpointError as exc:  # verified damage (other errors are not the slot's: they propagate)
             problems.append(f"slot {slot}: {exc}")
             continue
@@ -388,39 +394,77 @@ def _newest_first(path: str) -> list[str]:
     return sorted(SLOTS, key=lambda slot: -steps[slot])
 
 
-def _read_slot(path: str, slot: str) -> tuple[dict, dict]:
-    """Read and verify one slot; errors name the file that is missing or damaged."""
-    from zarr.core.sync import sync
+def _where(path: str, slot: str) -> str:
+    return f"{str(path).rstrip('/')}/checkpoint/{slot}"
 
-    where = f"{str(path).rstrip('/')}/checkpoint/{slot}"
+
+def _damage(message: str, order: tuple[int, int]) -> CheckpointError:
+    """A :class:`CheckpointError` with ``order``: (field, chunk) in the order a whole read meets
+    them (``(-1, -1)`` for the slot itself, chunk ``-1`` for a field's metadata), so the damage a
+    whole read reports first can be picked among the errors of readers of several regions."""
+    error = CheckpointError(message)
+    error.order = order
+    return error
+
+
+def _slot_group(path: str, slot: str):
     try:
-        group = zarr.open_group(path, mode="r", use_consolidated=False)["checkpoint"][slot]
+        return zarr.open_group(path, mode="r", use_consolidated=False)["checkpoint"][slot]
     except (OSError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"{where}/zarr.json cannot be read ({type(exc).__name__}: {exc})") from exc
-    clock = group.attrs.get("clock")
+        raise _damage(f"{_where(path, slot)}/zarr.json cannot be read ({type(exc).__name__}: {exc})",
+                      (-1, -1)) from exc
+
+
+def slot_clock(path: str, slot: str) -> dict:
+    """The clock of checkpoint ``slot`` (its metadata only: no field is read); raises
+    :class:`CheckpointError` naming the file when the slot's metadata cannot be read or the slot
+    was never completed."""
+    clock = _slot_group(path, slot).attrs.get("clock")
     if clock is None:
-        raise CheckpointError(f"{where} was never completed (no clock)")
+        raise _damage(f"{_where(path, slot)} was never completed (no clock)", (-1, -1))
+    return dict(clock)
+
+
+def read_region(path: str, slot: str, region: tuple | None = None) -> dict:
+    """Fields ``u, v, w, p`` of checkpoint ``slot`` on ``region`` (slices of x, y, z; default the
+    whole grid) as host arrays, every chunk the region touches verified (present, checksum right);
+    a reader of each pencil's region verifies the whole slot between them. Errors name the file
+    that is missing or damaged; their ``order`` says which one a whole read meets first."""
+    group = _slot_group(path, slot)
     fields = {}
-    for name in FIELD_DIMS:
+    for number, name in enumerate(FIELD_DIMS):
         try:
             array = group[name]
         except (OSError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"{where}/{name}/zarr.json cannot be read ({type(exc).__name__})") from exc
-        out = np.empty(array.shape, dtype=array.dtype)
-        # checksummed slots have every chunk written (write_empty_chunks), so a missing one is damage;
-        # slots of older stores may lack all-zero chunks
-        complete = any(isinstance(codec, zarr.codecs.Crc32cCodec) for codec in array.compressors)
-        for index in np.ndindex(*array.cdata_shape):
-            key = array.metadata.encode_chunk_key(index)
-            if complete and not sync(array.store_path.store.exists(f"{array.path}/{key}")):
-                raise CheckpointError(f"{where}/{name}/{key} is missing")
-            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, array.chunks, array.shape,
-                                                                                  strict=True))
-            try:
-                out[region] = array[region]
-            except (MemoryError, OSError):  # not damage of the slot: nothing is cleared for it
-                raise
-            except Exception as exc:  # a checksum mismatch, a truncated or undecodable chunk
-                raise CheckpointError(f"{where}/{name}/{key} is damaged ({type(exc).__name__}: {exc})") from exc
-        fields[name] = out
-    return fields, dict(clock)
+            raise _damage(f"{_where(path, slot)}/{name}/zarr.json cannot be read ({type(exc).__name__})",
+                          (number, -1)) from exc
+        fields[name] = _read_array(array, f"{_where(path, slot)}/{name}", number, region)
+    return fields
+
+
+def _read_array(array, where: str, number: int, region: tuple | None) -> np.ndarray:
+    """``array[region]``, chunk by chunk, in the order of the array's chunks."""
+    from zarr.core.sync import sync
+
+    region = tuple(slice(*(r or slice(None)).indices(n)[:2]) for r, n in
+                   zip(region or (None,) * 3, array.shape, strict=True))
+    out = np.empty(tuple(r.stop - r.start for r in region), dtype=array.dtype)
+    # checksummed slots have every chunk written (write_empty_chunks), so a missing one is damage;
+    # slots of older stores may lack all-zero chunks
+    complete = any(isinstance(codec, zarr.codecs.Crc32cCodec) for codec in array.compressors)
+    touched = [range(r.start // c, -(-r.stop // c)) for r, c in zip(region, array.chunks, strict=True)]
+    for index in itertools.product(*touched):
+        order = (number, int(np.ravel_multi_index(index, array.cdata_shape)))
+        key = array.metadata.encode_chunk_key(index)
+        if complete and not sync(array.store_path.store.exists(f"{array.path}/{key}")):
+            raise _damage(f"{where}/{key} is missing", order)
+        part = tuple(slice(max(i * c, r.start), min((i + 1) * c, r.stop)) for i, c, r in
+                     zip(index, array.chunks, region, strict=True))
+        try:
+            out[tuple(slice(p.start - r.start, p.stop - r.start) for p, r in zip(part, region, strict=True))] = \
+                array[part]
+        except (MemoryError, OSError):  # not damage of the slot: nothing is cleared for it
+            raise
+        except Exception as exc:  # a checksum mismatch, a truncated or undecodable chunk
+            raise _damage(f"{where}/{key} is damaged ({type(exc).__name__}: {exc})", order) from exc
+    return out

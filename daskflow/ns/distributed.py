@@ -21,6 +21,7 @@ import numpy as np
 from daskflow.backend import cupy_or_none, to_numpy
 from daskflow.ns import runs
 from daskflow.ns.domain import FlowDomain, FlowPlan
+from daskflow.ns.placement import placed, read_pencil, set_pencil, to_device
 from daskflow.ns.stepper import State
 from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
@@ -156,18 +157,6 @@ def _test_kill_hook(state, domain) -> None:
         os.kill(os.getpid(), 9)
 
 
-def to_device(pencil: dict, device: str) -> dict:
-    """Move a host pencil to the worker's GPU (CuPy, in the operators' memory order) when asked to."""
-    if device != "gpu":
-        return pencil
-    import cupy
-
-    from daskflow.ns.operators import memory_order
-
-    order = memory_order(cupy)
-    return {k: cupy.asarray(v, order=order) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}
-
-
 def field_of(pencil: dict, name: str):
     return pencil[name]
 
@@ -277,6 +266,36 @@ class WorkerPencils:
         self.pencils = [self.client.submit(empty_pencil, self.plans[self.owner(key)], key, clock,
                                            workers=[self.owner(key)], allow_other_workers=False, pure=False)
                         for key in self.plan.poisson_plan.decomposition.indices]
+
+    def read(self, path: str, slot: str, clock: dict) -> list:
+        """Pencils read by their workers from checkpoint ``slot`` of the store ``path`` (the slot
+        the client chose from the slots' metadata; each worker verifies the chunks of its own
+        region), with ``clock``; a damaged region raises the
+        :class:`~daskflow.io.store.CheckpointError` a whole read would (:func:`placed`)."""
+        clock = {name: clock[name] for name in ("time", "step", "dt", "forcing_gradient")}
+        futures = [self.client.submit(read_pencil, self.plans[self.owner(key)], key, path, slot, clock,
+                                      workers=[self.owner(key)], allow_other_workers=False, pure=False)
+                   for key in self.plan.poisson_plan.decomposition.indices]
+        self.pencils = placed(self.client, futures)
+        return self.pencils
+
+    def set(self, state: State, arrays: dict, functions: dict) -> None:
+        """Replace fields of the pencils on their workers: ``functions`` evaluated there on each
+        pencil's coordinates, ``arrays`` (whole host arrays) cut here into pencils, each sent to its
+        worker; the other fields stay where they are (zeros with ``state``'s clock if none are)."""
+        if self.pencils is None:
+            self.create(state)
+        dec = self.plan.poisson_plan.decomposition
+        futures = []
+        for key, pencil in zip(dec.indices, self.pencils, strict=True):
+            owner = self.owner(key)
+            parts = None
+            if arrays:  # a list, not the dict itself (see scatter)
+                [parts] = self.client.scatter([{name: np.asfortranarray(a[:, dec.y[key[0]], dec.z[key[1]]])
+                                                for name, a in arrays.items()}], workers=[owner], hash=False)
+            futures.append(self.client.submit(set_pencil, self.plans[owner], key, pencil, parts, functions,
+                                              workers=[owner], allow_other_workers=False, pure=False))
+        self.pencils = placed(self.client, futures)
 
     def submit(self, fn, *args, state: State, clock: bool = False, stop: Callable[[], bool] | None = None):
         """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal

@@ -14,15 +14,16 @@ import numpy as np
 from daskflow.grid import Grid
 
 
-def positions(grid: Grid, component: int | None):
-    """Broadcastable ``(x, y, z)`` of a component's stored points (``None``: cell centres)."""
+def positions(grid: Grid, component: int | None, region: Region | None = None):
+    """Broadcastable ``(x, y, z)`` of a component's stored points (``None``: cell centres), on
+    ``region`` (slices of x, y and z; default: the whole grid)."""
     coords = []
     for axis, (centres, faces) in enumerate(((grid.xc, grid.xf), (grid.yc, grid.yf), (grid.zc, grid.zf))):
         c = faces[1:] if axis == component else centres
         shape = [1, 1, 1]
         shape[axis] = -1
         coords.append(c.reshape(shape))
-    return coords
+    return coords if region is None else _cut(coords, _normal(grid, region))
 
 
 Region = tuple[slice, slice, slice]

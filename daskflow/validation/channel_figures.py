@@ -36,11 +36,12 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     return paths
 
 
-def _legend_names(ev: dict) -> tuple[str, str]:
-    """How the figures name daskflow's run and the reference (each with its Re_tau)."""
+def _profile_inputs(ev: dict) -> tuple[dict, dict, dict, str, str]:
+    """What every profile figure draws: the whole window's profiles, the reference, the statistical
+    errors, and how the legends name daskflow's run and the reference (each with its Re_tau)."""
     ours = f"daskflow, $Re_\\tau$ = {ev['summary']['windows']['full']['re_tau']:.1f}"
     theirs = f"{MKM}, $Re_\\tau$ = {ev['reference_bulk']['re_tau']:.2f}"
-    return ours, theirs
+    return ev["profiles"]["full"], ev["reference"], ev["sigma"], ours, theirs
 
 
 def _history(ev: dict, fig_dir: Path) -> Path:
@@ -78,8 +79,7 @@ def _mean_velocity(ev: dict, fig_dir: Path) -> Path:
 
     from daskflow.analysis import KAPPA, LOG_LAW_B
 
-    full, ref, sigma = ev["profiles"]["full"], ev["reference"], ev["sigma"]
-    ours, theirs = _legend_names(ev)
+    full, ref, sigma, ours, theirs = _profile_inputs(ev)
     yp = full["yplus"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, height_ratios=(2.2, 1), layout="constrained")
     ax = axes[0]
@@ -106,8 +106,7 @@ def _rms(ev: dict, fig_dir: Path) -> Path:
     """The rms velocities and the Reynolds shear stress against the reference, and their differences."""
     import matplotlib.pyplot as plt
 
-    full, ref, sigma = ev["profiles"]["full"], ev["reference"], ev["sigma"]
-    ours, theirs = _legend_names(ev)
+    full, ref, sigma, ours, theirs = _profile_inputs(ev)
     yp = full["yplus"]
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, height_ratios=(2, 1.2), layout="constrained")
     colours = {"u_rms_plus": "tab:blue", "w_rms_plus": "tab:orange", "v_rms_plus": "tab:green",
@@ -163,8 +162,7 @@ def _pressure(ev: dict, fig_dir: Path) -> Path:
     """The pressure rms against the reference, with its 2-sigma band."""
     import matplotlib.pyplot as plt
 
-    full, ref, sigma = ev["profiles"]["full"], ev["reference"], ev["sigma"]
-    ours, theirs = _legend_names(ev)
+    full, ref, sigma, ours, theirs = _profile_inputs(ev)
     yp = full["yplus"]
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     ax.plot(yp, full[PRESSURE_COLUMN], "k-", lw=1.4, label=ours)

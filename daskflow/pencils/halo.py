@@ -10,6 +10,7 @@ same round (a reduction without a round of its own).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from daskflow.backend import array_module
@@ -17,10 +18,11 @@ from daskflow.backend import array_module
 OFFSETS = tuple((oy, oz) for oy in (-1, 0, 1) for oz in (-1, 0, 1) if (oy, oz) != (0, 0))
 
 
-def neighbour(key: tuple[int, int], offset: tuple[int, int], counts: Sequence[int],
-              periodic: Sequence[bool]) -> tuple[int, int] | None:
+@functools.cache
+def neighbour(key: tuple[int, int], offset: tuple[int, int], counts: tuple[int, int],
+              periodic: tuple[bool, bool]) -> tuple[int, int] | None:
     """The chunk at ``offset = (oy, oz)`` from ``key`` (wrapped on periodic axes), or ``None``
-    beyond a wall."""
+    beyond a wall. Cached: a halo round asks for the same few neighbours every time."""
     out = []
     for index, step, n, wrap in zip(key, offset, counts, periodic, strict=True):
         j = index + step
@@ -32,14 +34,15 @@ def neighbour(key: tuple[int, int], offset: tuple[int, int], counts: Sequence[in
     return tuple(out)
 
 
-def sources(key: tuple[int, int], counts: Sequence[int], periodic: Sequence[bool]) -> list:
+@functools.cache
+def sources(key: tuple[int, int], counts: tuple[int, int], periodic: tuple[bool, bool]) -> tuple:
     """Every chunk that sends ``key`` halo planes: its neighbours along y and z and diagonally."""
     out = []
     for offset in OFFSETS:
         other = neighbour(key, offset, counts, periodic)
         if other is not None and other not in out:
             out.append(other)
-    return out
+    return tuple(out)
 
 
 def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
@@ -47,6 +50,7 @@ def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dic
     ``dst`` needs, keyed ``(oy, oz)`` by where ``src`` sits relative to ``dst`` (empty for a chunk
     that is no neighbour of ``dst``); each piece is contiguous, ``(count, nx, 1 or ny, 1 or nz)``."""
     xp = array_module(block)
+    counts, periodic = tuple(counts), tuple(periodic)
     ny, nz = block.shape[-2], block.shape[-1]
     pieces = {}
     for oy, oz in OFFSETS:
@@ -66,7 +70,7 @@ def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block, val
     array that travels on its device with the faces. Without a host number the pieces' layouts are
     the same at every round with as many fields, so the transport may skip describing them again
     (``site``)."""
-    counts = dec.pencils
+    counts, periodic = tuple(dec.pencils), tuple(periodic)  # hashable: the neighbour lookups are cached
     site = f"halo{block.shape[0]}"
     if value is None:
         pieces = ex.exchange({key: block}, dec.indices, lambda d: sources(d, counts, periodic),

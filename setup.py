@@ -21,5 +21,5 @@ DATA = {
 setup(
     packages=find_packages(include=["daskflow", "daskflow.*"]) + list(DATA),
     package_dir={package: folder for package, (folder, _) in DATA.items()},
-    package_data={package: files for package, (_, files) in DATA.items()},
+    package_data={"daskflow": ["daskflow.yaml"], **{package: files for package, (_, files) in DATA.items()}},
 )

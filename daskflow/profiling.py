@@ -24,9 +24,9 @@ PHASES = {"pad_velocity": "halo", "pad_and_reduce": "halo", "pad": "halo", "solv
 
 def phases_enabled() -> bool:
     """Whether ``daskflow.profile-phases`` is set in this process's dask config."""
-    import dask
+    from daskflow import settings
 
-    return bool(dask.config.get("daskflow.profile-phases", False))
+    return bool(settings.get("profile-phases"))
 
 
 def device_sync(device: str) -> Callable[[], None]:

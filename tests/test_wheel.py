@@ -127,6 +127,7 @@ def test_the_wheel_holds_every_module_and_the_shipped_data_once(wheel):
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "daskflow").rglob("*.py")
                if "__pycache__" not in p.parts}
     assert modules <= names, sorted(modules - names)
+    assert "daskflow/daskflow.yaml" in names  # the declared dask configuration keys
     shipped = {"examples": ("channel-small.yaml", "cavity100.yaml", "cavity1000.yaml", "channel180.yaml"),
                "validation": ("laminar.json", "taylor_green.json", "cavity.json", "channel180.json",
                               "channel180-scalars.csv", "channel180-slice.npz"),

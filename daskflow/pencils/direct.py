@@ -111,9 +111,9 @@ def abort_run(worker, run_id: str, workers: list[str]) -> None:
 def gpu_switch_interval() -> float:
     """Seconds between the interpreter's GIL hand-offs in a GPU worker during a fused run (dask config
     ``daskflow.gpu-switch-interval``)."""
-    import dask
+    from daskflow import settings
 
-    return float(dask.config.get("daskflow.gpu-switch-interval", 2e-4))
+    return float(settings.get("gpu-switch-interval"))
 
 
 @contextlib.contextmanager

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 def exchange_timeout() -> float:
     """Seconds an exchange waits for a peer's piece (dask config ``daskflow.exchange-timeout``)."""
-    import dask
+    from daskflow import settings
 
-    return float(dask.config.get("daskflow.exchange-timeout", 600.0))
+    return float(settings.get("exchange-timeout"))
 
 
 class PeerAborted(RuntimeError):

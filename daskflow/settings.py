@@ -1,0 +1,28 @@
+"""daskflow's own dask configuration keys (``daskflow.*``).
+
+They are declared with their defaults and what they mean in ``daskflow.yaml``, shipped with the
+package and registered with dask's defaults when this module is imported, as dask and distributed
+register theirs: ``dask.config.get("daskflow.exchange-timeout")`` has a value everywhere, and users
+set the keys like any dask key (``dask.config.set``, ``DASK_DASKFLOW__EXCHANGE_TIMEOUT``, a YAML
+file in ``~/.config/dask``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dask
+import yaml
+
+PATH = os.path.join(os.path.dirname(__file__), "daskflow.yaml")
+
+with open(PATH) as _file:
+    DEFAULTS: dict = yaml.safe_load(_file)
+
+dask.config.update_defaults(DEFAULTS)
+
+
+def get(key: str) -> Any:
+    """The value of the dask configuration key ``daskflow.<key>`` (its declared default unless set)."""
+    return dask.config.get(f"daskflow.{key}")

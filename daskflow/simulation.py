@@ -35,6 +35,7 @@ from daskflow.ns import initial
 from daskflow.ns.distributed import WorkerLost, WorkerPencils, removed_workers, worker_device
 from daskflow.ns.domain import FlowPlan, wall_face
 from daskflow.ns.local import LocalPencils
+from daskflow.ns.placement import COMPONENTS
 from daskflow.ns.stepper import State, Stepper
 from daskflow.pencils.graph import live_workers
 from daskflow.pencils.layout import pencil_chunks
@@ -317,8 +318,7 @@ class Simulation:
             return
         for name, value in fields.items():
             if callable(value):
-                component = {"u": 0, "v": 1, "w": 2, "p": None}[name]
-                value = self._checked(name, np.broadcast_to(value(*initial.positions(self.grid, component)),
+                value = self._checked(name, np.broadcast_to(value(*initial.positions(self.grid, COMPONENTS[name])),
                                                             self.grid.shape))
             else:
                 value = arrays[name]

@@ -73,6 +73,28 @@ def wall_face(f, component: int, bc: ComponentBC, one_cell: bool | None = None):
     return f
 
 
+def pencil_region(dec, key: tuple[int, int]) -> tuple[slice, slice, slice]:
+    """The region (slices of x, y, z) of x-pencil ``key`` of decomposition ``dec``."""
+    return slice(None), dec.y[key[0]], dec.z[key[1]]
+
+
+def holds_wall(bcs: FlowBoundaries, counts: tuple[int, int], key: tuple[int, int], component: int) -> bool:
+    """Whether pencil ``key`` (of ``counts = (py, pz)``) holds the stored upper wall face of
+    ``component``: its normal axis is bounded, and along y or z only the last pencil holds it."""
+    if bcs.components[component].pairs[component] == "PP":
+        return False
+    return component == 0 or key[component - 1] == counts[component - 1] - 1
+
+
+def keep_pencil_walls(bcs: FlowBoundaries, grid: Grid, counts: tuple[int, int], key: tuple[int, int], f,
+                      component: int):
+    """``f`` (pencil ``key``'s part of ``component``) with its stored upper wall face reset where
+    the pencil holds it (:func:`wall_face`)."""
+    if not holds_wall(bcs, counts, key, component):
+        return f
+    return wall_face(f, component, bcs.components[component], one_cell=grid.shape[component] == 1)
+
+
 def fill_halos(stack, bcs: list, received: dict) -> None:
     """The y and z ghosts of the padded stack of fields ``stack`` (x ghosts set;
     ``bcs[i] = (pairs, values, component)`` of field ``i``) from the ``received`` pieces of
@@ -272,7 +294,7 @@ class FlowDomain:
 
     @property
     def region(self) -> tuple[slice, slice, slice]:
-        return (slice(None), self.dec.y[self.key[0]], self.dec.z[self.key[1]])
+        return pencil_region(self.dec, self.key)
 
     @property
     def pencil_chunks(self) -> tuple:
@@ -280,12 +302,7 @@ class FlowDomain:
         return pencil_chunks(self.grid.shape, self.dec.pencils)
 
     def keep_walls(self, f, component: int):
-        bc = self.bcs.components[component]
-        if bc.pairs[component] == "PP":
-            return f
-        if component > 0 and self.key[component - 1] != self.counts[component - 1] - 1:
-            return f  # the upper wall face belongs to the last chunk along that axis
-        return wall_face(f, component, bc, one_cell=self.grid.shape[component] == 1)
+        return keep_pencil_walls(self.bcs, self.grid, self.counts, self.key, f, component)
 
     def dz(self):
         return self.grid.dzf[self.z]

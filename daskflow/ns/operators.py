@@ -165,9 +165,9 @@ def stacked_fields(xp, count: int, shape: tuple, dtype):
     """``count`` uninitialised fields of ``shape`` in one allocation, as a ``(count, *shape)`` array
     whose ``[i]`` are contiguous in :func:`memory_order` (the field axis is the slowest): a halo
     cuts and fills one plane of all of them in one operation."""
-    if xp is np:
-        return np.moveaxis(HOST_POOL.empty((*shape, count), dtype, "F"), -1, 0)
-    return xp.empty((count, *shape), dtype=dtype, order="C")
+    if memory_order(xp) == "F":  # the field axis last in memory: the host pool's Fortran buffers
+        return xp.moveaxis(new_field(xp, (*shape, count), dtype), -1, 0)
+    return new_field(xp, (count, *shape), dtype)
 
 
 def _index(axis: int, i: int) -> tuple:

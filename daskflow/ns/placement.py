@@ -15,32 +15,10 @@ import numpy as np
 
 from daskflow.backend import to_numpy
 from daskflow.ns import initial
-from daskflow.ns.domain import FlowPlan, wall_face
+from daskflow.ns.domain import FlowPlan, holds_wall, keep_pencil_walls, pencil_region
 from daskflow.ns.runs import FIELDS
 
 COMPONENTS = {"u": 0, "v": 1, "w": 2, "p": None}
-
-
-def region_of(plan: FlowPlan, key: tuple[int, int]) -> tuple[slice, slice, slice]:
-    """The region (slices of x, y, z) of pencil ``key``."""
-    dec = plan.poisson_plan.decomposition
-    return slice(None), dec.y[key[0]], dec.z[key[1]]
-
-
-def holds_wall(plan: FlowPlan, key: tuple[int, int], component: int) -> bool:
-    """Whether pencil ``key`` holds the stored upper wall face of ``component`` (its normal axis
-    bounded; along y or z only the last pencil holds it)."""
-    if plan.bcs.components[component].pairs[component] == "PP":
-        return False
-    return component == 0 or key[component - 1] == plan.poisson_plan.decomposition.pencils[component - 1] - 1
-
-
-def keep_walls(plan: FlowPlan, key: tuple[int, int], f, component: int):
-    """Reset the stored upper wall face of ``component`` where pencil ``key`` holds it (as
-    :meth:`daskflow.ns.domain.FlowDomain.keep_walls`, without a domain)."""
-    if not holds_wall(plan, key, component):
-        return f
-    return wall_face(f, component, plan.bcs.components[component], one_cell=plan.grid.shape[component] == 1)
 
 
 def to_device(pencil: dict, device: str) -> dict:
@@ -65,11 +43,12 @@ def _finish(plan: FlowPlan, key: tuple[int, int], pencil: dict, made: set) -> di
     ``made``, the ones made here, is copied before its wall face changes: a task's inputs are
     never changed)."""
     pencil = to_device(pencil, plan.device)
+    bcs, counts = plan.bcs, plan.poisson_plan.decomposition.pencils
     for component, name in enumerate(("u", "v", "w")):
-        if holds_wall(plan, key, component):
+        if holds_wall(bcs, counts, key, component):
             if name not in made:
                 pencil[name] = pencil[name].copy(order="K")
-            pencil[name] = keep_walls(plan, key, pencil[name], component)
+            pencil[name] = keep_pencil_walls(bcs, plan.grid, counts, key, pencil[name], component)
     return pencil
 
 
@@ -78,7 +57,7 @@ def read_pencil(plan: FlowPlan, key: tuple[int, int], path: str, slot: str, cloc
     :func:`daskflow.io.store.read_region`) with ``clock``: runs on the pencil's worker."""
     from daskflow.io import store
 
-    fields = store.read_region(path, slot, region_of(plan, key))
+    fields = store.read_region(path, slot, pencil_region(plan.poisson_plan.decomposition, key))
     pencil = {name: _host(plan, fields.pop(name)) for name in FIELDS}
     return _finish(plan, key, {**pencil, **clock}, set(FIELDS))
 
@@ -87,7 +66,7 @@ def set_pencil(plan: FlowPlan, key: tuple[int, int], pencil: dict, arrays: dict 
     """``pencil`` with the fields of ``arrays`` (this pencil's parts of whole arrays) and of
     ``functions`` (``f(x, y, z)``, evaluated here on this pencil's coordinates of each field's own
     staggered position) replaced: runs on the pencil's worker; the other fields are kept."""
-    region = region_of(plan, key)
+    region = pencil_region(plan.poisson_plan.decomposition, key)
     shape = (plan.grid.shape[0], *(r.stop - r.start for r in region[1:]))
     new = {name: _host(plan, value) for name, value in (arrays or {}).items()}
     for name, f in functions.items():
@@ -116,4 +95,4 @@ def placed(client, futures: list) -> list:
     raise min(errors, key=lambda e: getattr(e, "order", (-1, -1)))
 
 
-__all__ = ["holds_wall", "keep_walls", "placed", "read_pencil", "region_of", "set_pencil", "to_device"]
+__all__ = ["COMPONENTS", "placed", "read_pencil", "set_pencil", "to_device"]

@@ -131,7 +131,7 @@ class PackedTransport:
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
-        # (run, site) -> (layouts sent per peer, layouts received per peer) of fixed-layout sites
+        # (run, site) -> (specs sent per peer, (spec, host values) received per peer) of fixed-layout sites
         self._layouts: dict[tuple[str, str], tuple[dict, dict]] = {}
         self.dead = False
         self._in_link = threading.Lock()  # held while a call into the link is in progress
@@ -174,12 +174,14 @@ class PackedTransport:
                 raise self._dead_error()
             if known is None:
                 layouts = self._describe(flat, from_peer, abort)
-                if site is not None:
-                    self._layouts[(run, site)] = ({p: [spec for spec, _, _ in pieces] for p, pieces in flat.items()},
-                                                  {p: [spec for spec, _ in pieces] for p, pieces in layouts.items()})
+                if site is not None:  # no host values at a site: the layouts alone size the next rounds
+                    self._layouts[(run, site)] = (_specs(flat), layouts)
             else:
-                self._check_layouts(site, flat, known[0])
-                layouts = {peer: [(spec, []) for spec in specs] for peer, specs in known[1].items()}
+                if _specs(flat) != known[0]:  # its receivers size their buffers by the first description
+                    raise RuntimeError(f"daskflow exchange {site}: the pieces' layouts changed since this site first "
+                                       "ran (a fixed-layout site must send the same structure, shapes and dtypes "
+                                       "every time)")
+                layouts = known[1]
             recvs = []
             for peer, tags in sorted(from_peer.items()):
                 for tag, (spec, host) in zip(sorted(tags), layouts[peer], strict=True):
@@ -204,15 +206,6 @@ class PackedTransport:
             layouts[peer] = [(self.book.resolve(peer, number, described), host) for number, described, host in entries]
         return layouts
 
-    @staticmethod
-    def _check_layouts(site: str, flat: dict, described: dict) -> None:
-        """A fixed-layout site sends exactly what it described the first time (its receivers size
-        their buffers by that description alone)."""
-        now = {peer: [spec for spec, _, _ in pieces] for peer, pieces in flat.items()}
-        if now != described:
-            raise RuntimeError(f"daskflow exchange {site}: the pieces' layouts changed since this site first ran "
-                               "(a fixed-layout site must send the same structure, shapes and dtypes every time)")
-
     def finish(self) -> None:
         pass  # stream-ordered: the pieces are ready for whatever runs next on the compute stream
 
@@ -230,6 +223,11 @@ class PackedTransport:
         finally:
             if locked:
                 self._in_link.release()
+
+
+def _specs(flat: dict) -> dict:
+    """The specs of the flattened pieces to each peer, in order (what a header describes)."""
+    return {peer: [spec for spec, _, _ in pieces] for peer, pieces in flat.items()}
 
 
 def _nccl_link(spec: CommSpec, rank: int):

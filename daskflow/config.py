@@ -394,6 +394,9 @@ def _tls(tls) -> None:
 
 def load(source: dict | str | Path) -> dict:
     """Validated configuration from a dict or a YAML file path (read by :func:`daskflow.config_input.read`)."""
+    from daskflow import settings
+
+    settings.check()  # daskflow's dask keys too: refused here, before any cluster starts
     if isinstance(source, (str, Path)):
         source = read(source)
     return validate(source)

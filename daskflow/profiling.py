@@ -26,7 +26,7 @@ def phases_enabled() -> bool:
     """Whether ``daskflow.profile-phases`` is set in this process's dask config."""
     from daskflow import settings
 
-    return bool(settings.get("profile-phases"))
+    return settings.get("profile-phases")
 
 
 def device_sync(device: str) -> Callable[[], None]:

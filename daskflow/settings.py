@@ -24,5 +24,20 @@ dask.config.update_defaults(DEFAULTS)
 
 
 def get(key: str) -> Any:
-    """The value of the dask configuration key ``daskflow.<key>`` (its declared default unless set)."""
-    return dask.config.get(f"daskflow.{key}")
+    """The value of the dask configuration key ``daskflow.<key>`` (its declared default unless set),
+    of its default's kind: a switch is a boolean, a number a non-negative number; anything else is
+    a ``ValueError`` naming the key."""
+    value, default = dask.config.get(f"daskflow.{key}"), DEFAULTS["daskflow"][key]
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"dask config daskflow.{key}: must be true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"dask config daskflow.{key}: must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def check() -> None:
+    """Every ``daskflow.*`` key read once (:func:`get`): a bad value is refused before a run starts."""
+    for key in DEFAULTS["daskflow"]:
+        get(key)

@@ -37,3 +37,19 @@ def test_the_defaults_are_registered_and_users_override_them_as_dask_keys():
 
     assert run() == [600.0, 0.0002, False, 600]
     assert run(DASK_DASKFLOW__EXCHANGE_TIMEOUT="7", DASK_DASKFLOW__PROFILE_PHASES="True")[::2] == [7.0, True]
+
+
+def test_a_bad_value_is_refused_naming_the_key_before_a_run_starts():
+    import dask
+    import pytest
+
+    from daskflow.config import load
+    from tests.helpers import CHANNEL
+
+    for key, value, allowed in (("exchange-timeout", "ten", "non-negative number"),
+                                ("gpu-switch-interval", -1, "non-negative number"),
+                                ("profile-phases", "yes", "true or false")):
+        with dask.config.set({f"daskflow.{key}": value}):
+            with pytest.raises(ValueError, match=f"dask config daskflow.{key}: must be (a )?{allowed}"):
+                load(CHANNEL)
+    assert load(CHANNEL)["grid"]

@@ -113,7 +113,7 @@ def gpu_switch_interval() -> float:
     ``daskflow.gpu-switch-interval``)."""
     from daskflow import settings
 
-    return float(settings.get("gpu-switch-interval"))
+    return settings.get("gpu-switch-interval")
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ def exchange_timeout() -> float:
     """Seconds an exchange waits for a peer's piece (dask config ``daskflow.exchange-timeout``)."""
     from daskflow import settings
 
-    return float(settings.get("exchange-timeout"))
+    return settings.get("exchange-timeout")
 
 
 class PeerAborted(RuntimeError):

@@ -118,9 +118,9 @@ def _loopback(spec: CommSpec, rank: int) -> LoopbackLink:
     return LoopbackLink(HUBS.setdefault(spec.ids, LoopbackHub()), rank)
 
 
-def _all_to_all(transports, pieces, site=None):
+def _all_to_all(transports, pieces, site=None, on_error=None):
     """Every rank sends ``pieces(src, dst)`` to every rank (itself included), in threads; a rank's
-    result is its error where its exchange raised."""
+    result is its error where its exchange raised (after calling ``on_error``)."""
     n = len(transports)
     results = [None] * n
 
@@ -131,6 +131,8 @@ def _all_to_all(transports, pieces, site=None):
             results[rank] = transports[rank].exchange(out, inc, "run", site=site)
         except Exception as exc:  # noqa: BLE001 - returned for the test to assert on
             results[rank] = exc
+            if on_error is not None:
+                on_error()
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
     for t in threads:
@@ -167,7 +169,9 @@ def test_a_fixed_layout_site_describes_its_pieces_once_and_refuses_a_changed_lay
     hub = LoopbackHub()
     ranks = {f"w{i}": i for i in range(3)}
     links = [LoopbackLink(hub, i) for i in range(3)]
-    transports = [PackedTransport("loopback", links[i], ranks, f"w{i}", 5.0, lambda run: False) for i in range(3)]
+    failed = threading.Event()  # a rank that raised aborts the run: the others stop waiting for it
+    transports = [PackedTransport("loopback", links[i], ranks, f"w{i}", 600.0, lambda run: failed.is_set())
+                  for i in range(3)]
 
     def pieces(s, d, rows=4):
         return {(1, 0): np.full((2, rows, 1), 10.0 * s + d), (0, 1): np.arange(3.0) + s}
@@ -182,7 +186,8 @@ def test_a_fixed_layout_site_describes_its_pieces_once_and_refuses_a_changed_lay
         described = [link.header_bytes - b for link, b in zip(links, headers_before, strict=True)]
         assert all(described) if call == 0 else not any(described)  # only the first call has a header round
 
-    changed = _all_to_all(transports, lambda s, d: pieces(s, d, rows=5 if s == 0 else 4), site="halo")
+    changed = _all_to_all(transports, lambda s, d: pieces(s, d, rows=5 if s == 0 else 4), site="halo",
+                          on_error=failed.set)
     assert isinstance(changed[0], RuntimeError) and "layouts changed" in str(changed[0])
 
     with_values = _all_to_all(transports, lambda s, d: {"value": float(s)}, site="reduce")

@@ -164,6 +164,91 @@ def test_clenshaw_curtis_is_exact_for_polynomials_up_to_its_degree():
         channel.clenshaw_curtis_weights(7)
 
 
+# ------------------------------------------------------------------------------------------------
+# The second reference: Lee & Moser (2015), their Re_tau 180 case
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lee_moser():
+    return channel.read_reference(DATA / channel.LM_REFERENCE)
+
+
+def test_lee_moser_file_parses_and_says_where_it_comes_from(lee_moser):
+    text = (DATA / channel.LM_REFERENCE).read_text()
+    for source in ("M. Lee & R. D. Moser", "J. Fluid Mech. 774, 395-415 (2015)",
+                   "https://turbulence.oden.utexas.edu/channel2015/", "LM_Channel_0180_mean_prof.dat",
+                   "LM_Channel_0180_vel_fluc_prof.dat", "LM_Channel_0180_vor_pres_fluc_prof.dat",
+                   "xcompact3d/Py4Incompact3D", "c6985461a58265957e6419788ee41caad6578103",
+                   "filippo-moroni/Incompact3d", "10ac1939bce323d106c87b880d470792574e18db"):
+        assert source in text
+    for column in channel.REFERENCE_COLUMNS:  # every column is described in the header
+        assert f"#   {column} " in text
+    assert set(lee_moser) == {*channel.REFERENCE_COLUMNS, "re_tau"}
+    assert lee_moser["re_tau"] == channel.LM_RE_TAU == 182.088  # stated by all three quoted headers
+    assert all(lee_moser[c].shape == (96,) for c in channel.REFERENCE_COLUMNS)
+    # rows: the B-spline points from the wall to short of the centre (y = h is not in the files)
+    assert lee_moser["y_over_h"][0] < 1e-15 and lee_moser["y_over_h"][-1] == 9.915979301650304e-01
+    np.testing.assert_allclose(lee_moser["yplus"][1:], 182.088 * lee_moser["y_over_h"][1:], rtol=5e-6)
+    assert lee_moser["U_plus"][-1] == 1.826830831045079e+01 and lee_moser["R_pp"][0] == 2.411154896078003e+00
+    k = int(np.argmax(lee_moser["R_uu"]))  # u'u' peaks at 7.137 near y+ = 14.6
+    assert lee_moser["R_uu"][k] == 7.137185486976591 and 14 < lee_moser["yplus"][k] < 15
+
+
+def test_lee_moser_columns_are_where_the_header_says(lee_moser):
+    """The physics of :func:`test_reference_columns_are_where_the_header_says`, on Lee & Moser's columns."""
+    total = -lee_moser["R_uv"] + lee_moser["dUdy"] / lee_moser["re_tau"]
+    np.testing.assert_allclose(total, 1.0 - lee_moser["y_over_h"], atol=2.5e-3)
+    np.testing.assert_allclose(lee_moser["U_plus"][1:6], lee_moser["yplus"][1:6], rtol=2e-3)
+    assert lee_moser["dUdy"][0] == pytest.approx(lee_moser["re_tau"], rel=1e-12)  # dU+/dy+ = 1 at the wall
+    near = slice(1, 6)  # wall-normal (their v) like y^4, spanwise (their w) and streamwise like y^2
+    assert np.all(lee_moser["R_vv"][near] < 1e-3 * lee_moser["R_ww"][near])
+    assert np.all(lee_moser["R_ww"][near] < lee_moser["R_uu"][near])
+    assert np.all(lee_moser["R_uv"][1:] < 0)
+
+
+def test_lee_moser_bulk_numbers(lee_moser):
+    bulk = channel.reference_bulk(lee_moser)
+    # their files state U_mean = 1 and u_tau = 0.0637309 (nu = 3.5e-4): U_b+ = 15.691, Re_b = 2/nu
+    assert bulk["U_b_plus"] == pytest.approx(1 / 0.0637309, rel=2e-6)
+    assert bulk["Re_b"] == pytest.approx(2 / 3.5e-4, rel=5e-6)  # Re_tau is printed to 6 digits
+    assert bulk["U_c_plus"] == pytest.approx(18.2688, abs=1e-4)  # a little above the last row's 18.2683
+    peak, at = channel.reference_peak(lee_moser)
+    assert peak == pytest.approx(np.sqrt(7.137185486976591), rel=2e-3) and 14 < at < 15
+
+
+def test_reference_bulk_of_rows_short_of_the_centre():
+    y = np.concatenate([[0.0], np.geomspace(1e-3, 0.99, 60)])  # not Chebyshev points, no centre row
+    bulk = channel.reference_bulk({"y_over_h": y, "U_plus": 1.0 - (1.0 - y) ** 2, "re_tau": 100.0})
+    assert bulk["U_b_plus"] == pytest.approx(2 / 3, rel=1e-6) and bulk["U_c_plus"] == pytest.approx(1.0, rel=1e-6)
+    with pytest.raises(ValueError, match="wall"):
+        channel.reference_bulk({"y_over_h": y[::-1], "U_plus": y, "re_tau": 100.0})
+
+
+def test_read_reference_checks_the_lee_moser_headers_agree(tmp_path):
+    good = (DATA / channel.LM_REFERENCE).read_text()
+    (tmp_path / "lm.csv").write_text(good.replace("Re_tau              Re_tau =  182.088", "Re_tau  Re_tau = 180", 1))
+    with pytest.raises(ValueError, match="Re_tau"):
+        channel.read_reference(tmp_path / "lm.csv")
+
+
+def test_the_comparison_includes_both_references(committed):
+    assert list(committed["references"]) == [channel.MKM, channel.LM]
+    mkm, lm = (committed["references"][name] for name in (channel.MKM, channel.LM))
+    assert mkm["compared"] == committed["compared"] and mkm["bulk"] == committed["reference_bulk"]
+    assert lm["bulk"]["re_tau"] == 182.088 and lm["short"] == "LM"
+    assert set(lm["compared"]) == set(mkm["compared"])
+    # within 3.5% of Lee & Moser's peaks up to y+ = 150 (the mean within 1%); nearer the centre their
+    # higher Re_tau (182.09 against 178.07) shows: at equal y+ their -<u'v'>+ is farther from its zero at y = h
+    for name, c in lm["compared"].items():
+        limit = 0.01 if name == "U_plus" else 0.035
+        assert c["max_abs"] < limit * c["reference_peak"] or c["at_yplus"] > 150, name
+    text = channel.table(DATA)
+    for row in ("| quantity | daskflow (± 1 sigma) | Moser, Kim & Mansour (1999) | difference | Lee & Moser (2015) "
+                "| difference |", "| U+ | LM |", "| U_b+ | 15.724 ± 0.025 | 15.680 | +0.28% | 15.691 | +0.21% |"):
+        assert row in text
+
+
 def test_reference_profile_maps_the_components_and_interpolates(reference):
     y = reference["yplus"][1:-1]
     np.testing.assert_allclose(channel.reference_profile(reference, "w_rms_plus", y),
@@ -347,7 +432,8 @@ def test_figures_command_draws_the_channel_figures_from_the_committed_data(tmp_p
     assert all((tmp_path / name).stat().st_size > 20_000 for name in CHANNEL_FIGURES)
     text = out.getvalue()
     for row in ("| Re_tau | 178.07 ± 0.27", "| Re_b = 2h U_b/nu | 5600 (imposed) | 5586", "18.40 h/u_tau",
-                "dx+ = 4.17", "the reduction of this run did not write it", "y+ = 14.32"):
+                "dx+ = 4.17", "the reduction of this run did not write it", "y+ = 14.32",
+                "| Re_b = 2h U_b/nu | 5600 (imposed) | 5586 (from its U+) | +0.25% | 5714 (from its U+) | -2.00% |"):
         assert row in text
 
 

@@ -1,6 +1,6 @@
 """Turbulent channel at Re_tau ~ 180 (``examples/channel180.yaml``) against the published DNS of
-Moser, Kim & Mansour (1999), the laws of the wall, Dean's skin-friction correlation and the exact
-mean stress balance, with statistical error bars from the sampling.
+Moser, Kim & Mansour (1999) and of Lee & Moser (2015), the laws of the wall, Dean's skin-friction
+correlation and the exact mean stress balance, with statistical error bars from the sampling.
 
 The run is the real command line on a GPU host, continued across commands through checkpoints
 (``daskflow run examples/channel180.yaml`` then ``--restart``). The reduction (:func:`reduce_store`)
@@ -20,9 +20,10 @@ has slices):
 Everything else is computed from those small files when the figures are drawn (:func:`figures`,
 :func:`table`):
 
-* the reference: the published profiles of Moser, Kim & Mansour at Re_tau = 178.12
-  (``channel180-reference-mkm1999.csv``, :func:`read_reference`; its header says where the numbers
-  come from) and the bulk numbers they imply (:func:`reference_bulk`);
+* the references: the published profiles of Moser, Kim & Mansour at Re_tau = 178.12
+  (``channel180-reference-mkm1999.csv``) and of Lee & Moser at Re_tau = 182.088
+  (``channel180-reference-lm2015.csv``), both read by :func:`read_reference` (each file's header says
+  where its numbers come from), and the bulk numbers they imply (:func:`reference_bulk`);
 * error bars. Scalar series (Re_tau, Cf): batch means (:func:`batch_means`) with a batch of
   ``BATCH_PER_TAU`` integrated autocorrelation times (:func:`integrated_autocorrelation_time`,
   Sokal's automatic window). Profiles: only the whole window and its two halves are committed, so
@@ -33,7 +34,8 @@ Everything else is computed from those small files when the figures are drawn (:
 * one-dimensional spectra (:func:`spectra_1d`) of the streamwise velocity in the committed slice;
 * the grid resolution in wall units at the achieved Re_tau (:func:`resolution`).
 
-References: Moser, Kim & Mansour (1999), Phys. Fluids 11, 943 (data set chan180); Dean (1978),
+References: Moser, Kim & Mansour (1999), Phys. Fluids 11, 943 (data set chan180); Lee & Moser (2015),
+J. Fluid Mech. 774, 395 (their Re_tau 180 case, https://turbulence.oden.utexas.edu/channel2015/); Dean (1978),
 J. Fluids Eng. 100, 215 (Cf correlation); Sokal (1997), "Monte Carlo methods in statistical
 mechanics", in Functional Integration (Springer), for the automatic windowing of the integrated
 autocorrelation time.
@@ -59,6 +61,9 @@ from daskflow.validation.cavity import _read_csv, _write_csv
 from daskflow.validation.channel_comparison import (
     BATCH_PER_TAU,
     COMPARED,
+    LM,
+    LM_RE_TAU,
+    LM_REFERENCE,
     MKM,
     MKM_RE_TAU,
     POOL,
@@ -66,10 +71,12 @@ from daskflow.validation.channel_comparison import (
     PROFILE_COLUMNS,
     REFERENCE,
     REFERENCE_COLUMNS,
+    REFERENCES,
     autocorrelation,
     batch_means,
     clenshaw_curtis_weights,
     compare_profile,
+    compare_references,
     evaluate,
     half_window_sigma,
     integrated_autocorrelation_time,
@@ -86,12 +93,13 @@ from daskflow.validation.channel_figures import figures
 from daskflow.validation.channel_report import reproduction_table, table
 
 __all__ = [
-    "AWAY_FROM_WALL", "BATCH_PER_TAU", "COMPARED", "EXAMPLE", "MKM", "MKM_RE_TAU", "POOL", "PRESSURE_COLUMN",
-    "PROFILE_COLUMNS", "REFERENCE", "REFERENCE_COLUMNS", "REPRODUCTION_TOLERANCE", "SAMPLE_EVERY", "SCALAR_COLUMNS",
-    "T_START", "autocorrelation", "balance_error", "batch_means", "clenshaw_curtis_weights", "compare_profile",
-    "compare_scalars", "evaluate", "figures", "half_window_sigma", "integrated_autocorrelation_time",
-    "read_reference", "reduce_store", "reference_bulk", "reference_path", "reference_peak", "reference_profile",
-    "reproduce", "reproduction_table", "resolution", "run", "scalar_statistics", "spectra_1d", "table", "windows",
+    "AWAY_FROM_WALL", "BATCH_PER_TAU", "COMPARED", "EXAMPLE", "LM", "LM_REFERENCE", "LM_RE_TAU", "MKM",
+    "MKM_RE_TAU", "POOL", "PRESSURE_COLUMN", "PROFILE_COLUMNS", "REFERENCE", "REFERENCES", "REFERENCE_COLUMNS",
+    "REPRODUCTION_TOLERANCE", "SAMPLE_EVERY", "SCALAR_COLUMNS", "T_START", "autocorrelation", "balance_error",
+    "batch_means", "clenshaw_curtis_weights", "compare_profile", "compare_references", "compare_scalars",
+    "evaluate", "figures", "half_window_sigma", "integrated_autocorrelation_time", "read_reference", "reduce_store",
+    "reference_bulk", "reference_path", "reference_peak", "reference_profile", "reproduce", "reproduction_table",
+    "resolution", "run", "scalar_statistics", "spectra_1d", "table", "windows",
 ]
 
 EXAMPLE = data.folder("examples") / "channel180.yaml"  # the checkout's or the installed copy (daskflow.data)

@@ -1,6 +1,6 @@
-"""The turbulent channel's comparison with Moser, Kim & Mansour (1999) and its statistics (see
-:mod:`daskflow.validation.channel` for the case): the reference profiles and the bulk numbers they
-imply, the statistical errors of the sampled series and profiles, one-dimensional spectra, the grid
+"""The turbulent channel's comparison with Moser, Kim & Mansour (1999) and Lee & Moser (2015) and its
+statistics (see :mod:`daskflow.validation.channel` for the case): the reference profiles and the bulk
+numbers they imply, the statistical errors of the sampled series and profiles, one-dimensional spectra, the grid
 resolution in wall units, and :func:`evaluate`, everything the figures and the table show, computed
 from the reduced data."""
 
@@ -19,6 +19,13 @@ from daskflow.validation.cavity import _read_csv
 MKM_RE_TAU = 178.12  # Moser, Kim & Mansour (1999), chan180: the Re_tau their files state
 MKM = "Moser, Kim & Mansour (1999)"
 REFERENCE = "channel180-reference-mkm1999.csv"  # their published profiles (see the file's header)
+LM_RE_TAU = 182.088  # Lee & Moser (2015), their Re_tau 180 case: the Re_tau their files state
+LM = "Lee & Moser (2015)"
+LM_REFERENCE = "channel180-reference-lm2015.csv"  # their published profiles (see the file's header)
+#: every reference the run is compared with, by name: its file (the first is the primary reference)
+REFERENCES = {MKM: REFERENCE, LM: LM_REFERENCE}
+#: how the figures and tables abbreviate the references
+SHORT = {MKM: "MKM", LM: "LM"}
 REFERENCE_COLUMNS = ("y_over_h", "yplus", "U_plus", "dUdy", "R_uu", "R_vv", "R_ww", "R_uv", "R_pp")
 PROFILE_COLUMNS = ("yplus", "y_over_h", "U_plus", "u_rms_plus", "v_rms_plus", "w_rms_plus",
                    "reynolds_stress_plus", "dUdy_plus", "total_stress_plus", "total_stress_linear")
@@ -26,7 +33,7 @@ PRESSURE_COLUMN = "p_rms_plus"  # written after PROFILE_COLUMNS when the store's
 BATCH_PER_TAU = 5.0  # batch length of the batch means in integrated autocorrelation times
 POOL = 4  # profile error bars: RMS of the half-window estimates over the 2 * POOL + 1 nearest points
 #: daskflow's profile -> (the reference column, how a value is formed from it). daskflow's axes are x
-#: streamwise, y spanwise, z wall-normal; Moser, Kim & Mansour's are x, y wall-normal, z spanwise.
+#: streamwise, y spanwise, z wall-normal; those of both references are x, y wall-normal, z spanwise.
 COMPARED = {
     "U_plus": ("U_plus", lambda r: r),
     "u_rms_plus": ("R_uu", np.sqrt),
@@ -38,23 +45,29 @@ COMPARED = {
 
 
 # ------------------------------------------------------------------------------------------------
-# Reference data (Moser, Kim & Mansour 1999)
+# Reference data (Moser, Kim & Mansour 1999; Lee & Moser 2015)
 # ------------------------------------------------------------------------------------------------
 
 
-def reference_path(data_dir: Path) -> Path:
-    """The reference file: ``data_dir``'s copy if it has one, else the committed (shipped) one."""
-    own = Path(data_dir) / REFERENCE
-    return own if own.is_file() else data.path("validation", REFERENCE)
+def reference_path(data_dir: Path, name: str = REFERENCE) -> Path:
+    """The reference file ``name``: ``data_dir``'s copy if it has one, else the committed (shipped) one."""
+    own = Path(data_dir) / name
+    return own if own.is_file() else data.path("validation", name)
+
+
+#: the Re_tau line of a quoted published header: MKM's ``# Re_tau = 178.12``, Lee & Moser's
+#: ``%  Re_tau              Re_tau =  182.088``
+_STATED_RE_TAU = re.compile(r"#\s*(?:#\s*Re_tau|%\s*Re_tau\s+Re_tau)\s*=\s*([0-9.]+)")
 
 
 def read_reference(path: Path) -> dict:
-    """The published profiles of Moser, Kim & Mansour at Re_tau = 178.12 (``REFERENCE``): one array
-    per column of :data:`REFERENCE_COLUMNS` (wall to centre, normalised by u_tau and h; the file's
-    header says which published column each is) and ``re_tau``, the value every quoted file header
-    states (they must agree). Raises ``ValueError`` for a file that does not have this form."""
+    """The published profiles of a reference (``REFERENCE``: Moser, Kim & Mansour at Re_tau = 178.12;
+    ``LM_REFERENCE``: Lee & Moser at Re_tau = 182.088): one array per column of
+    :data:`REFERENCE_COLUMNS` (wall to centre, normalised by u_tau and h; the file's header says which
+    published column each is) and ``re_tau``, the value every quoted file header states (they must
+    agree). Raises ``ValueError`` for a file that does not have this form."""
     lines = Path(path).read_text().splitlines()
-    stated = {float(m.group(1)) for line in lines if (m := re.match(r"#\s*#\s*Re_tau\s*=\s*([0-9.]+)", line))}
+    stated = {float(m.group(1)) for line in lines if (m := _STATED_RE_TAU.match(line))}
     if len(stated) != 1:
         raise ValueError(f"{path}: the quoted headers state Re_tau {sorted(stated)}, expected one value")
     rows = [line for line in lines if line.strip() and not line.startswith("#")]
@@ -83,17 +96,27 @@ def clenshaw_curtis_weights(n: int) -> np.ndarray:
 
 
 def reference_bulk(ref: dict) -> dict[str, float]:
-    """Bulk numbers of the reference flow, which its files do not state: ``U_b_plus`` (the channel
-    integral of U+ over 2h, by Clenshaw-Curtis on its Chebyshev-Gauss-Lobatto points, mirrored about
-    the centre), ``Re_b = 2 h U_b / nu = 2 Re_tau U_b+``, ``Cf = tau_w / (U_b^2 / 2) = 2 / U_b+^2``,
-    ``U_c_plus`` (the centre value) and ``U_c_over_U_b``."""
+    """Bulk numbers of the reference flow, which its files do not state: ``U_b_plus`` (the mean of U+
+    over the channel), ``Re_b = 2 h U_b / nu = 2 Re_tau U_b+``, ``Cf = tau_w / (U_b^2 / 2) = 2 / U_b+^2``,
+    ``U_c_plus`` (the centre value) and ``U_c_over_U_b``. Rows on the Chebyshev-Gauss-Lobatto points
+    from the wall to the centre (MKM) are integrated by Clenshaw-Curtis, mirrored about the centre;
+    other rows (Lee & Moser's B-spline points, which stop short of the centre) by a cubic spline through
+    the rows and their mirror images, whose value at the centre is ``U_c_plus``."""
     y, u = ref["y_over_h"], ref["U_plus"]
     n = 2 * (y.size - 1)
-    if not np.allclose(y, 1.0 - np.cos(np.pi * np.arange(y.size) / n), rtol=1e-4, atol=5e-5):
-        raise ValueError("the reference rows are not the Chebyshev-Gauss-Lobatto points from the wall to the centre")
-    u_b = 0.5 * float(clenshaw_curtis_weights(n) @ np.concatenate([u, u[-2::-1]]))
+    if np.allclose(y, 1.0 - np.cos(np.pi * np.arange(y.size) / n), rtol=1e-4, atol=5e-5):
+        u_b = 0.5 * float(clenshaw_curtis_weights(n) @ np.concatenate([u, u[-2::-1]]))
+        u_c = float(u[-1])
+    else:
+        from scipy.interpolate import CubicSpline
+
+        if not (y[0] < 1e-12 and np.all(np.diff(y) > 0) and y[-1] < 1.0):
+            raise ValueError("the reference rows must run from the wall towards the centre, short of it or on "
+                             "the Chebyshev-Gauss-Lobatto points")
+        spline = CubicSpline(np.concatenate([y, 2.0 - y[::-1]]), np.concatenate([u, u[::-1]]))
+        u_b, u_c = float(spline.integrate(0.0, 1.0)), float(spline(1.0))
     return {"re_tau": ref["re_tau"], "U_b_plus": u_b, "Re_b": 2.0 * ref["re_tau"] * u_b, "Cf": 2.0 / u_b**2,
-            "U_c_plus": float(u[-1]), "U_c_over_U_b": float(u[-1]) / u_b}
+            "U_c_plus": u_c, "U_c_over_U_b": u_c / u_b}
 
 
 def reference_profile(ref: dict, name: str, yplus: np.ndarray) -> np.ndarray:
@@ -263,14 +286,29 @@ def resolution(grid: dict, re_tau: float) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 
 
+def compare_references(data_dir: Path, full: dict, sigma: dict) -> dict[str, dict]:
+    """Each reference of :data:`REFERENCES` (by name, in that order) against the whole window's profiles
+    ``full`` with their errors ``sigma``: ``reference`` (:func:`read_reference`), ``bulk``
+    (:func:`reference_bulk`), ``peak`` (:func:`reference_peak` of u'+: value and y+), ``short`` (the
+    abbreviation the figures use) and ``compared`` (:func:`compare_profile` per profile of :data:`COMPARED`
+    that both the data and the reference have)."""
+    out = {}
+    for name, file in REFERENCES.items():
+        ref = read_reference(reference_path(data_dir, file))
+        out[name] = {"reference": ref, "bulk": reference_bulk(ref), "peak": reference_peak(ref), "short": SHORT[name],
+                     "compared": {p: compare_profile(full, ref, p, sigma.get(p)) for p in COMPARED if p in full}}
+    return out
+
+
 def evaluate(data_dir: Path) -> dict:
     """Everything the figures and the table show, computed from the reduced data in ``data_dir`` and
-    the reference file (:func:`reference_path`): ``summary`` (``channel180.json``), ``scalars``,
+    the reference files (:func:`reference_path`): ``summary`` (``channel180.json``), ``scalars``,
     ``profiles`` (per window), ``sigma`` (per profile column, :func:`half_window_sigma` of the halves),
-    ``reference`` and ``reference_bulk``, ``compared`` (:func:`compare_profile` per profile of
-    :data:`COMPARED` that the data have), ``statistics`` (:func:`scalar_statistics` over the whole
-    window), ``window_h_over_u_tau`` (the window's length in h/u_tau, with its u_tau),
-    ``resolution`` (when the summary has the grid) and ``slice`` (with its spectra, when committed)."""
+    ``references`` (per name of :data:`REFERENCES`: :func:`compare_references`), and for the primary
+    reference (Moser, Kim & Mansour) also ``reference``, ``reference_bulk`` and ``compared``, its
+    entries there, ``statistics`` (:func:`scalar_statistics` over the whole window),
+    ``window_h_over_u_tau`` (the window's length in h/u_tau, with its u_tau), ``resolution`` (when the
+    summary has the grid) and ``slice`` (with its spectra, when committed)."""
     data_dir = Path(data_dir)
     summary = json.loads((data_dir / "channel180.json").read_text())
     profiles = {name: _read_csv(data_dir / f"channel180-profiles-{name}.csv") for name in summary["windows"]}
@@ -279,10 +317,11 @@ def evaluate(data_dir: Path) -> dict:
     if "first_half" in profiles and "second_half" in profiles:
         sigma = {name: half_window_sigma(profiles["first_half"][name], profiles["second_half"][name], POOL)
                  for name in full if name in profiles["first_half"] and name in profiles["second_half"]}
-    ref = read_reference(reference_path(data_dir))
+    references = compare_references(data_dir, full, sigma)
+    primary = references[next(iter(REFERENCES))]
     out = {"summary": summary, "scalars": _read_csv(data_dir / "channel180-scalars.csv"), "profiles": profiles,
-           "sigma": sigma, "reference": ref, "reference_bulk": reference_bulk(ref)}
-    out["compared"] = {name: compare_profile(full, ref, name, sigma.get(name)) for name in COMPARED if name in full}
+           "sigma": sigma, "references": references, "reference": primary["reference"],
+           "reference_bulk": primary["bulk"], "compared": primary["compared"]}
     t0, t1 = windows_["full"]["window"]
     out["statistics"] = scalar_statistics(out["scalars"], (t0, t1))
     out["window_h_over_u_tau"] = (t1 - t0) / windows_["full"]["u_b_plus"]  # t u_tau / h = (t U_b / h) / U_b+

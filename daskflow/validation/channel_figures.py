@@ -8,11 +8,15 @@ from pathlib import Path
 import numpy as np
 
 from daskflow.validation import save_figure
-from daskflow.validation.channel_comparison import COMPARED, MKM, POOL, PRESSURE_COLUMN, evaluate, reference_profile
+from daskflow.validation.channel_comparison import COMPARED, POOL, PRESSURE_COLUMN, evaluate, reference_profile
 
 LABELS = {"U_plus": r"$U^+$", "u_rms_plus": r"$u'^+$ (streamwise)", "w_rms_plus": r"$w'^+$ (wall-normal)",
           "v_rms_plus": r"$v'^+$ (spanwise)", "reynolds_stress_plus": r"$-\langle u'w'\rangle^+$",
           "p_rms_plus": r"$p'^+$"}
+#: how the reference points are drawn, in the order of the references (MKM: circles, LM: squares)
+MARKERS = ("o", "s")
+#: how the deviation panels draw daskflow minus each reference (MKM: solid, LM: dashed)
+DEVIATION_STYLES = ("-", "--")
 #: what the shaded bands of the comparison figures are
 BAND = (f"shaded: $\\pm 2\\sigma$ (sampling), $\\sigma$ = |first half $-$ second half| / 2, "
         f"RMS over {2 * POOL + 1} neighbouring points")
@@ -36,12 +40,14 @@ def figures(data_dir: Path, fig_dir: Path) -> list[Path]:
     return paths
 
 
-def _profile_inputs(ev: dict) -> tuple[dict, dict, dict, str, str]:
-    """What every profile figure draws: the whole window's profiles, the reference, the statistical
-    errors, and how the legends name daskflow's run and the reference (each with its Re_tau)."""
+def _profile_inputs(ev: dict) -> tuple[dict, list[tuple[dict, str, str]], dict, str]:
+    """What every profile figure draws: the whole window's profiles, the references (each with how the
+    legends name it, with its Re_tau, and its abbreviation), the statistical errors, and how the legends
+    name daskflow's run."""
     ours = f"daskflow, $Re_\\tau$ = {ev['summary']['windows']['full']['re_tau']:.1f}"
-    theirs = f"{MKM}, $Re_\\tau$ = {ev['reference_bulk']['re_tau']:.2f}"
-    return ev["profiles"]["full"], ev["reference"], ev["sigma"], ours, theirs
+    refs = [(r["reference"], f"{name}, $Re_\\tau$ = {r['bulk']['re_tau']:.2f}", r["short"])
+            for name, r in ev["references"].items()]
+    return ev["profiles"]["full"], refs, ev["sigma"], ours
 
 
 def _history(ev: dict, fig_dir: Path) -> Path:
@@ -49,12 +55,14 @@ def _history(ev: dict, fig_dir: Path) -> Path:
     the averaging window shaded."""
     import matplotlib.pyplot as plt
 
-    s, bulk, stat = ev["scalars"], ev["reference_bulk"], ev["statistics"]["re_tau"]
+    s, stat = ev["scalars"], ev["statistics"]["re_tau"]
     t0, t1 = ev["summary"]["windows"]["full"]["window"]
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 5.5), sharex=True, layout="constrained")
     axes[0].plot(s["time"], s["re_tau"], lw=0.8, color="k", label="daskflow")
-    axes[0].axhline(bulk["re_tau"], color="tab:red", ls="--", lw=0.8,
-                    label=f"{MKM}: {bulk['re_tau']:.2f} ($Re_b$ = {bulk['Re_b']:.0f})")
+    for (name, r), colour, style in zip(ev["references"].items(), ("tab:red", "tab:green"), ("--", "-."),
+                                        strict=False):
+        axes[0].axhline(r["bulk"]["re_tau"], color=colour, ls=style, lw=0.8,
+                        label=f"{name}: {r['bulk']['re_tau']:.2f} ($Re_b$ = {r['bulk']['Re_b']:.0f})")
     if np.isfinite(stat["stderr"]):
         label = f"window mean {stat['mean']:.2f} $\\pm$ {2 * stat['stderr']:.2f} (2$\\sigma$, batch means)"
         axes[0].axhspan(stat["mean"] - 2 * stat["stderr"], stat["mean"] + 2 * stat["stderr"], color="tab:blue",
@@ -79,22 +87,25 @@ def _mean_velocity(ev: dict, fig_dir: Path) -> Path:
 
     from daskflow.analysis import KAPPA, LOG_LAW_B
 
-    full, ref, sigma, ours, theirs = _profile_inputs(ev)
+    full, refs, sigma, ours = _profile_inputs(ev)
     yp = full["yplus"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, height_ratios=(2.2, 1), layout="constrained")
     ax = axes[0]
     ax.plot(yp, full["U_plus"], "k.-", ms=3.5, lw=1.2, label=f"{ours} (dots: grid points)")
-    ax.plot(ref["yplus"][1:], ref["U_plus"][1:], "o", mfc="none", mec="tab:red", ms=4.5, label=theirs)
+    for (ref, theirs, _), marker, colour in zip(refs, MARKERS, ("tab:red", "tab:blue"), strict=False):
+        ax.plot(ref["yplus"][1:], ref["U_plus"][1:], marker, mfc="none", mec=colour, ms=4.5 if marker == "o" else 3.5,
+                label=theirs)
     fine = np.geomspace(0.5, 200.0, 400)
     ax.plot(fine[fine < 12], fine[fine < 12], "b--", lw=0.8, label=r"$U^+ = y^+$")
     ax.plot(fine[fine > 10], np.log(fine[fine > 10]) / KAPPA + LOG_LAW_B, "g--", lw=0.8,
             label=rf"$U^+ = \ln(y^+)/{KAPPA} + {LOG_LAW_B}$")
     ax.set_ylabel(r"$U^+ = U/u_\tau$")
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(f"Mean velocity against {MKM}", fontsize=11)
+    ax.set_title(f"Mean velocity against {' and '.join(ev['references'])}", fontsize=10)
     ax = axes[1]
-    _deviation(ax, full, ref, "U_plus", sigma.get("U_plus"), "k")
-    ax.set_ylabel(r"$U^+ - U^+_{\rm MKM}$")
+    for (ref, _, short), style in zip(refs, DEVIATION_STYLES, strict=False):
+        _deviation(ax, full, ref, "U_plus", sigma.get("U_plus"), "k", style, f"$-$ {short}")
+    ax.set_ylabel(r"$U^+ - U^+_{\rm ref}$")
     ax.legend(fontsize=8, loc="lower left", title=BAND, title_fontsize=7)
     for ax in axes:
         _log_yplus_axis(ax)
@@ -106,23 +117,27 @@ def _rms(ev: dict, fig_dir: Path) -> Path:
     """The rms velocities and the Reynolds shear stress against the reference, and their differences."""
     import matplotlib.pyplot as plt
 
-    full, ref, sigma, ours, theirs = _profile_inputs(ev)
+    full, refs, sigma, ours = _profile_inputs(ev)
     yp = full["yplus"]
-    fig, axes = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, height_ratios=(2, 1.2), layout="constrained")
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8), sharex=True, height_ratios=(2, 1.3), layout="constrained")
     colours = {"u_rms_plus": "tab:blue", "w_rms_plus": "tab:orange", "v_rms_plus": "tab:green",
                "reynolds_stress_plus": "tab:purple"}
     for name, colour in colours.items():
         column, form = COMPARED[name]
         axes[0].plot(yp, full[name], ".-", color=colour, ms=3, lw=1.2, label=f"{LABELS[name]} daskflow")
-        axes[0].plot(ref["yplus"][1:], form(ref[column][1:]), "o", mfc="none", mec=colour, ms=4,
-                     label=f"{LABELS[name]} MKM")
-        _deviation(axes[1], full, ref, name, sigma.get(name), colour)
+        for (ref, _, short), marker, style in zip(refs, MARKERS, DEVIATION_STYLES, strict=False):
+            axes[0].plot(ref["yplus"][1:], form(ref[column][1:]), marker, mfc="none", mec=colour,
+                         ms=4 if marker == "o" else 3, label=f"{LABELS[name]} {short}")
+            _deviation(axes[1], full, ref, name, sigma.get(name), colour, style, f"$-$ {short}")
+    markers = "; ".join(f"{'circles' if m == 'o' else 'squares'}: {theirs}" for (_, theirs, _), m in
+                        zip(refs, MARKERS, strict=False))
     axes[0].set_ylabel("wall units ($u_\\tau$, $u_\\tau^2$)")
-    axes[0].legend(fontsize=7.5, ncol=2, loc="upper left")
-    axes[0].set_title(f"rms velocities and Reynolds shear stress\nlines: {ours}; circles: {theirs}", fontsize=10)
-    axes[1].set_ylabel("daskflow $-$ MKM")
-    axes[1].set_title(BAND, fontsize=8)
-    axes[1].legend(fontsize=7.5, ncol=2, loc="lower left")
+    axes[0].set_ylim(top=1.4 * max(np.nanmax(full[name]) for name in colours))  # room for the legend
+    axes[0].legend(fontsize=7, ncol=3, loc="upper left")
+    axes[0].set_title(f"rms velocities and Reynolds shear stress\nlines: {ours}\n{markers}", fontsize=9)
+    axes[1].set_ylabel("daskflow $-$ reference")
+    axes[1].set_title(f"solid: daskflow $-$ {refs[0][2]}, dashed: daskflow $-$ {refs[-1][2]}\n{BAND}", fontsize=7.5)
+    axes[1].legend(fontsize=7, ncol=4, loc="lower left")
     for ax in axes:
         _log_yplus_axis(ax)
     axes[0].set_xlabel("")
@@ -162,14 +177,16 @@ def _pressure(ev: dict, fig_dir: Path) -> Path:
     """The pressure rms against the reference, with its 2-sigma band."""
     import matplotlib.pyplot as plt
 
-    full, ref, sigma, ours, theirs = _profile_inputs(ev)
+    full, refs, sigma, ours = _profile_inputs(ev)
     yp = full["yplus"]
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     ax.plot(yp, full[PRESSURE_COLUMN], "k-", lw=1.4, label=ours)
     if PRESSURE_COLUMN in sigma:
         ax.fill_between(yp, full[PRESSURE_COLUMN] - 2 * sigma[PRESSURE_COLUMN],
                         full[PRESSURE_COLUMN] + 2 * sigma[PRESSURE_COLUMN], color="0.7", lw=0)
-    ax.plot(ref["yplus"], np.sqrt(ref["R_pp"]), "o", mfc="none", mec="tab:red", ms=4, label=theirs)
+    for (ref, theirs, _), marker, colour in zip(refs, MARKERS, ("tab:red", "tab:blue"), strict=False):
+        ax.plot(ref["yplus"], np.sqrt(ref["R_pp"]), marker, mfc="none", mec=colour, ms=4 if marker == "o" else 3,
+                label=theirs)
     _log_yplus_axis(ax)
     ax.set_ylabel(r"$p'^+ = p_{\rm rms}/(\rho u_\tau^2)$")
     ax.set_title("Pressure fluctuations")
@@ -236,11 +253,14 @@ def _log_yplus_axis(ax, lower: float = 0.5, upper: float = 200.0) -> None:
     ax.grid(True, which="major", color="0.9", lw=0.6)
 
 
-def _deviation(ax, full: dict, ref: dict, name: str, sigma: np.ndarray | None, colour: str) -> None:
-    """Plot daskflow's profile ``name`` minus the reference at daskflow's points, with a +-2 sigma band."""
+def _deviation(ax, full: dict, ref: dict, name: str, sigma: np.ndarray | None, colour: str, style: str = "-",
+               suffix: str = "") -> None:
+    """Plot daskflow's profile ``name`` minus the reference at daskflow's points (line ``style``), with a
+    +-2 sigma band around the solid (primary) one."""
     yp = full["yplus"]
     difference = full[name] - reference_profile(ref, name, yp)
-    ax.plot(yp, difference, color=colour, lw=1.2, label=LABELS[name])
-    if sigma is not None:
+    ax.plot(yp, difference, style, color=colour, lw=1.2 if style == "-" else 1.0,
+            label=f"{LABELS[name]} {suffix}".strip())
+    if sigma is not None and style == "-":
         ax.fill_between(yp, difference - 2 * sigma, difference + 2 * sigma, color=colour, alpha=0.2, lw=0)
     ax.axhline(0.0, color="0.4", lw=0.6)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from daskflow.validation.channel_comparison import MKM, PRESSURE_COLUMN, evaluate, reference_peak
+from daskflow.validation.channel_comparison import COMPARED, PRESSURE_COLUMN, evaluate
 
 NAMES = {"U_plus": "U+", "u_rms_plus": "u'+ (streamwise)", "w_rms_plus": "w'+ (wall-normal)",
          "v_rms_plus": "v'+ (spanwise)", "reynolds_stress_plus": "-<u'w'>+", "p_rms_plus": "p'+"}
@@ -15,8 +15,8 @@ NAMES = {"U_plus": "U+", "u_rms_plus": "u'+ (streamwise)", "w_rms_plus": "w'+ (w
 
 def table(data_dir: Path) -> str:
     """The numbers of the channel validation as markdown: the windows, the statistical errors of the
-    scalar series, the comparison with Moser, Kim & Mansour, the resolution, the spectra, and the
-    recorded reproductions."""
+    scalar series, the comparison with Moser, Kim & Mansour and with Lee & Moser, the resolution, the
+    spectra, and the recorded reproductions."""
     ev = evaluate(data_dir)
     sections = [_window_table(ev), [_averaging_window(ev)], _scalar_error_table(ev), _reference_table(ev),
                 _profile_table(ev), *([note] for note in _notes(ev))]
@@ -72,47 +72,61 @@ def _scalar_error_table(ev: dict) -> list[str]:
 
 
 def _reference_table(ev: dict) -> list[str]:
-    """daskflow's bulk numbers (with their 1-sigma errors) against those of Moser, Kim & Mansour, also
-    carried to daskflow's Re_b by Dean's correlation."""
-    bulk, stats, halves = ev["reference_bulk"], ev["statistics"], _halves(ev)
-    full = ev["summary"]["windows"]["full"]
+    """daskflow's bulk numbers (with their 1-sigma errors) against those of each reference (Moser, Kim &
+    Mansour; Lee & Moser), each also carried to daskflow's Re_b by Dean's correlation."""
+    stats, halves, full = ev["statistics"], _halves(ev), ev["summary"]["windows"]["full"]
     re_tau, cf = stats["re_tau"], stats["cf"]
     sig = {key: 0.5 * abs(halves[0][key] - halves[1][key]) if all(halves) else float("nan")
            for key in ("u_c_plus", "u_c_over_u_b", "u_b_plus", "u_rms_peak_plus")}
-    peak, peak_y = reference_peak(ev["reference"])
+    ours = [f"{full['re_b']:.0f} (imposed)",
+            f"{_pm(re_tau['mean'], re_tau['stderr'], 2)} (profile mean: {full['re_tau']:.2f})",
+            f"{cf['mean']:.3e} ± {cf['stderr']:.1e}", f"{100 * (cf['mean'] / full['cf_dean'] - 1):+.1f}%",
+            _pm(full["u_b_plus"], sig["u_b_plus"], 3), _pm(full["u_c_plus"], sig["u_c_plus"], 3),
+            _pm(full["u_c_over_u_b"], sig["u_c_over_u_b"], 4),
+            f"{_pm(full['u_rms_peak_plus'], sig['u_rms_peak_plus'], 3)} ({full['u_rms_peak_yplus']:.1f})"]
+    columns = [_reference_column(ev, reference) for reference in ev["references"].values()]
+    quantities = ["Re_b = 2h U_b/nu", "Re_tau", "Cf", "Cf / Dean's 0.073 Re_b^(-1/4)", "U_b+", "U_c+", "U_c/U_b",
+                  "peak u'+ (y+)"]
+    head = "".join(f" {name} | difference |" for name in ev["references"])
+    rows = [f"| quantity | daskflow (± 1 sigma) |{head}", "|---|---|" + "---|---|" * len(columns)]
+    for i, quantity in enumerate(quantities):
+        cells = "".join(f" {column[i][0]} | {column[i][1]} |" for column in columns)
+        rows.append(f"| {quantity} | {ours[i]} |{cells}")
+    return rows
+
+
+def _reference_column(ev: dict, reference: dict) -> list[tuple[str, str]]:
+    """One reference's cells of :func:`_reference_table`, each (value, daskflow's difference from it)."""
+    bulk, (peak, peak_y) = reference["bulk"], reference["peak"]
+    full, re_tau, cf = ev["summary"]["windows"]["full"], ev["statistics"]["re_tau"], ev["statistics"]["cf"]
     re_b = full["re_b"]
-    ratio = re_b / bulk["Re_b"]  # Dean's Cf ~ Re_b^(-1/4), i.e. Re_tau ~ Re_b^(7/8), carries MKM to our Re_b
+    ratio = re_b / bulk["Re_b"]  # Dean's Cf ~ Re_b^(-1/4), i.e. Re_tau ~ Re_b^(7/8), carries it to our Re_b
     scaled = {"re_tau": bulk["re_tau"] * ratio**0.875, "cf": bulk["Cf"] * ratio**-0.25}
-    return [f"| quantity | daskflow (± 1 sigma) | {MKM} | difference |", "|---|---|---|---|",
-            f"| Re_b = 2h U_b/nu | {re_b:.0f} (imposed) | {bulk['Re_b']:.0f} (from its U+) | "
-            f"{100 * (re_b / bulk['Re_b'] - 1):+.2f}% |",
-            f"| Re_tau | {_pm(re_tau['mean'], re_tau['stderr'], 2)} (profile mean: {full['re_tau']:.2f}) | "
-            f"{bulk['re_tau']:.2f} ({scaled['re_tau']:.2f} at Re_b {re_b:.0f}, scaled as Re_b^(7/8)) | "
-            f"{re_tau['mean'] - bulk['re_tau']:+.2f} ({re_tau['mean'] - scaled['re_tau']:+.2f} scaled) |",
-            f"| Cf | {cf['mean']:.3e} ± {cf['stderr']:.1e} | {bulk['Cf']:.3e} ({scaled['cf']:.3e} at Re_b "
-            f"{re_b:.0f}, scaled as Re_b^(-1/4)) | {100 * (cf['mean'] / bulk['Cf'] - 1):+.2f}% "
-            f"({100 * (cf['mean'] / scaled['cf'] - 1):+.2f}% scaled) |",
-            f"| Cf / Dean's 0.073 Re_b^(-1/4) | {100 * (cf['mean'] / full['cf_dean'] - 1):+.1f}% | "
-            f"{100 * (bulk['Cf'] / (0.073 * bulk['Re_b'] ** -0.25) - 1):+.1f}% | |",
-            f"| U_b+ | {_pm(full['u_b_plus'], sig['u_b_plus'], 3)} | {bulk['U_b_plus']:.3f} | "
-            f"{100 * (full['u_b_plus'] / bulk['U_b_plus'] - 1):+.2f}% |",
-            f"| U_c+ | {_pm(full['u_c_plus'], sig['u_c_plus'], 3)} | {bulk['U_c_plus']:.3f} | "
-            f"{100 * (full['u_c_plus'] / bulk['U_c_plus'] - 1):+.2f}% |",
-            f"| U_c/U_b | {_pm(full['u_c_over_u_b'], sig['u_c_over_u_b'], 4)} | {bulk['U_c_over_U_b']:.4f} | "
-            f"{100 * (full['u_c_over_u_b'] / bulk['U_c_over_U_b'] - 1):+.2f}% |",
-            f"| peak u'+ (y+) | {_pm(full['u_rms_peak_plus'], sig['u_rms_peak_plus'], 3)} "
-            f"({full['u_rms_peak_yplus']:.1f}) | {peak:.3f} ({peak_y:.1f}, spline) | "
-            f"{100 * (full['u_rms_peak_plus'] / peak - 1):+.2f}% |"]
+    centre = "" if reference["reference"]["y_over_h"][-1] == 1.0 else " (spline at y/h = 1)"
+    return [(f"{bulk['Re_b']:.0f} (from its U+)", f"{100 * (re_b / bulk['Re_b'] - 1):+.2f}%"),
+            (f"{bulk['re_tau']:.2f} ({scaled['re_tau']:.2f} at Re_b {re_b:.0f}, scaled as Re_b^(7/8))",
+             f"{re_tau['mean'] - bulk['re_tau']:+.2f} ({re_tau['mean'] - scaled['re_tau']:+.2f} scaled)"),
+            (f"{bulk['Cf']:.3e} ({scaled['cf']:.3e} at Re_b {re_b:.0f}, scaled as Re_b^(-1/4))",
+             f"{100 * (cf['mean'] / bulk['Cf'] - 1):+.2f}% ({100 * (cf['mean'] / scaled['cf'] - 1):+.2f}% scaled)"),
+            (f"{100 * (bulk['Cf'] / (0.073 * bulk['Re_b'] ** -0.25) - 1):+.1f}%", ""),
+            (f"{bulk['U_b_plus']:.3f}", f"{100 * (full['u_b_plus'] / bulk['U_b_plus'] - 1):+.2f}%"),
+            (f"{bulk['U_c_plus']:.3f}{centre}", f"{100 * (full['u_c_plus'] / bulk['U_c_plus'] - 1):+.2f}%"),
+            (f"{bulk['U_c_over_U_b']:.4f}", f"{100 * (full['u_c_over_u_b'] / bulk['U_c_over_U_b'] - 1):+.2f}%"),
+            (f"{peak:.3f} ({peak_y:.1f}, spline)", f"{100 * (full['u_rms_peak_plus'] / peak - 1):+.2f}%")]
 
 
 def _profile_table(ev: dict) -> list[str]:
-    """The largest difference of each compared profile from the reference, and its statistical error."""
-    rows = ["| profile | max \\|daskflow - MKM\\| | at y+ | % of the MKM peak | sigma there | difference / sigma |",
-            "|---|---|---|---|---|---|"]
-    for name, c in ev["compared"].items():
-        rows.append(f"| {NAMES[name]} | {c['max_abs']:.3f} ({c['difference']:+.3f}) | {c['at_yplus']:.1f} | "
-                    f"{100 * c['max_abs'] / c['reference_peak']:.1f}% | {c.get('sigma', float('nan')):.4f} | "
-                    f"{c.get('over_sigma', float('nan')):.1f} |")
+    """The largest difference of each compared profile from each reference, and its statistical error."""
+    rows = ["| profile | reference | max \\|daskflow - reference\\| | at y+ | % of the reference's peak | sigma there "
+            "| difference / sigma |", "|---|---|---|---|---|---|---|"]
+    for name in COMPARED:
+        for reference in ev["references"].values():
+            c = reference["compared"].get(name)
+            if c is None:
+                continue
+            rows.append(f"| {NAMES[name]} | {reference['short']} | {c['max_abs']:.3f} ({c['difference']:+.3f}) | "
+                        f"{c['at_yplus']:.1f} | {100 * c['max_abs'] / c['reference_peak']:.1f}% | "
+                        f"{c.get('sigma', float('nan')):.4f} | {c.get('over_sigma', float('nan')):.1f} |")
     return rows
 
 

@@ -1,24 +1,18 @@
 """Implicit diffusion along z: ``(I - alpha L_z) x = b`` for every (x, y) column of a velocity
-component, in one pencil or across the ``pz`` pencils of a column group.
-
-The matrix is the same in every column (it depends on z only), so it is factorised once per
-component and ``alpha`` on the host and reused while ``dt`` stays the same. Across pencils the solve
-is the seed paper's parallel tridiagonal method with a shared matrix: local cyclic reduction of
-each chunk, the reduced system of the boundary rows, reconstruction. The three velocity components
-of a substep are solved together, so their boundary rows share exchange rounds.
+component. This module knows the velocity's operators; the solves, in one pencil or across the
+``pz`` pencils of a column group, are the shared-matrix z solves of :mod:`daskflow.zsolve.shared`
+(re-exported here: :func:`solve_distributed`, and :func:`cached` for the solvers of a substep).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from daskflow import tridiagonal
-from daskflow.backend import array_module
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.ns.boundaries import FlowBoundaries
-from daskflow.pencils.layout import split_slices
 from daskflow.stencils import Tridiagonal
+from daskflow.zsolve.shared import cached, solve_distributed
+
+__all__ = ["cached", "no_unknowns", "scaled_z_operator", "solve_distributed"]
 
 
 def scaled_z_operator(bcs: FlowBoundaries, grid: Grid, component: int, alpha: float) -> Tridiagonal:
@@ -34,132 +28,3 @@ def no_unknowns(bcs: FlowBoundaries, grid: Grid, component: int, axes) -> bool:
     c = bcs.components[component]
     b = Boundaries.parse(c.pairs, c.stagger(component))
     return any(b.n_unknowns(axis, grid.shape[axis]) < 1 for axis in axes)
-
-
-def cached(cache: dict, key: tuple, build, keep: int = 3):
-    """``cache[key]``, built on a miss; keeps the ``keep`` newest entries per ``key[0]`` (one per RK
-    substep: with a fixed ``dt`` the three implicit solvers of a step are reused every step)."""
-    if key not in cache:
-        same = [k for k in cache if k[0] == key[0]]
-        for old in same[: max(0, len(same) - keep + 1)]:
-            del cache[old]
-        cache[key] = build()
-    return cache[key]
-
-
-def z_columns(increment, m: int):
-    """The first ``m`` z planes of ``increment`` as C-contiguous columns ``(m, ny, nx)``: a view of a
-    Fortran-ordered field, a copy of a C-ordered one."""
-    xp = array_module(increment)
-    return xp.ascontiguousarray(xp.moveaxis(increment[:, :, :m], 2, 0))
-
-
-def store_columns(increment, cols, m: int):
-    """Solved ``cols`` back into ``increment`` in place (nothing to copy when they are a view of it);
-    returns ``increment``. The implicit solves overwrite their input: it is the stepper's own
-    temporary, and a copy would add one field to the step's peak memory."""
-    xp = array_module(increment)
-    if not xp.may_share_memory(cols, increment):
-        increment[:, :, :m] = xp.moveaxis(cols, 0, 2)
-    return increment
-
-
-def solve_locally(cache: dict, increment, op: Tridiagonal, key: tuple):
-    """``op`` solved along z for every column of ``increment`` (all of z here), in place."""
-    m = op.diag.size
-    cols = z_columns(increment, m)
-
-    def build():
-        lower, diag, upper = (np.asarray(c, dtype=np.float64)[:, None] for c in op[:3])
-        return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(cols))
-
-    cached(cache, key, build).solve(cols, overwrite=True)
-    return store_columns(increment, cols, m)
-
-
-class _Part:
-    """One component's share of a distributed z solve on one chunk: its columns, its reduction
-    coefficients, its reduced system and the boundary rows it sends."""
-
-    def __init__(self, cache: dict, increment, op: Tridiagonal, key: tuple, rows: list[slice], q: int) -> None:
-        xp = array_module(increment)
-        self.increment = increment
-        self.m = rows[q].stop - rows[q].start
-        self.cols = z_columns(increment, self.m)
-        # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it sends
-        # an empty piece and has nothing to reconstruct.
-        ncols = self.cols.shape[1] * self.cols.shape[2]
-
-        def build():  # coefficients change with alpha only: reused while dt stays the same
-            # The matrix is the same in every column: its reduction coefficients are one column,
-            # (m, 1), set up on the host in O(m) and moved once; with a CFL-adaptive dt this
-            # runs at every solve, so it must not cost field-sized device work or memory.
-            shift = np.zeros(1)
-            chunks = {i: tridiagonal.precompute(op.lower[r], op.diag[r], op.upper[r], shift)
-                      for i, r in enumerate(rows) if r.stop > r.start}
-            system = tridiagonal.reduced_system(list(chunks.values()))
-            reduced = tridiagonal.FactoredTridiagonal.factor(*system, op.periodic).to(xp)
-            own = chunks.get(q)  # only this chunk's coefficients: the others served their boundary rows
-            return (None if own is None else tridiagonal.ReducedChunk(*(xp.asarray(f) for f in own))), reduced
-
-        self.own, self.reduced = cached(cache, key, build)
-        self.counts = [tridiagonal.boundary_rows(r.stop - r.start) if r.stop > r.start else 0 for r in rows]
-        self.offsets = np.cumsum([0, *self.counts])
-        self.boundary = (tridiagonal.reduce(self.cols, self.own).reshape(-1, ncols) if self.m
-                         else xp.zeros((0, ncols), self.cols.dtype))
-
-    def finish(self, mine):
-        """Reconstruct from this chunk's solved boundary rows ``mine``; returns the solved increment."""
-        if self.m:
-            shape = self.cols.shape[1:]
-            tridiagonal.reconstruct(self.cols, mine[0].reshape(shape), mine[-1].reshape(shape), self.own)
-        return store_columns(self.increment, self.cols, self.m)
-
-
-def _column_group(pz: int):
-    """The chunks with the same y range as ``d`` (they share z columns)."""
-    return lambda d: [(d[0], q) for q in range(pz)]
-
-
-def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, increments: dict, operators: dict,
-                      alpha: float) -> dict:
-    """Distributed z solves of this chunk's ``increments[component]`` with ``operators[component]``
-    (``I - alpha L_z``), all components in the same exchange rounds; in place, returns the solved
-    increments. With ``pz <= 2`` every chunk of the column group gathers all boundary rows and solves
-    the whole reduced systems (one round); with ``pz > 2`` the rows go to the chunk that owns their
-    slice of columns, which solves and returns them (two rounds, but every participant moves
-    ``2/pz`` of the all-gather's bytes: the paper's x->z transpose of the reduced rows)."""
-    q, pz = key[1], dec.pencils[1]
-    if pz == 1:
-        return {c: solve_locally(cache, inc, operators[c], (c, alpha)) for c, inc in increments.items()}
-    components = list(increments)
-    parts = []
-    for c in components:
-        rows = [slice(z.start, min(z.stop, operators[c].diag.size)) for z in dec.z]
-        parts.append(_Part(cache, increments[c], operators[c], (c, alpha), rows, q))
-    group = _column_group(pz)
-    xp = array_module(parts[0].cols)
-    if pz <= 2:
-        pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
-                             lambda plan, s, block, d: block, None, site=f"z-rows{len(parts)}")[key]
-        mine = []
-        for j, part in enumerate(parts):
-            x = part.reduced.solve(xp.concatenate([piece[j] for piece in pieces]))
-            mine.append(x[part.offsets[q]:part.offsets[q + 1]])
-    else:
-        ncols = parts[0].boundary.shape[1]
-        slices = split_slices(ncols, pz)  # the columns whose reduced systems each chunk solves
-        pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
-                             lambda plan, s, block, d: [xp.ascontiguousarray(b[:, slices[d[1]]]) for b in block],
-                             None, site=f"z-rows{len(parts)}")[key]
-        solved = []
-        for j, part in enumerate(parts):
-            rhs = xp.concatenate([piece[j] for piece in pieces])
-            solved.append(part.reduced.solve(rhs) if rhs.shape[1] else rhs)
-
-        def cut_back(plan, s, block, d):
-            return [x[part.offsets[d[1]]:part.offsets[d[1] + 1]].copy() for x, part in zip(block, parts, strict=True)]
-
-        back = ex.exchange({key: solved}, dec.indices, group, cut_back, None, site=f"z-solutions{len(parts)}")[key]
-        mine = [xp.concatenate([piece[j] for piece in back], axis=1) for j in range(len(parts))]
-    return {c: part.finish(rows) for c, part, rows in zip(components, parts, mine, strict=True)}

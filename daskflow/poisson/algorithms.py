@@ -6,11 +6,13 @@ or become Dask tasks. All local work between two exchanges is fused into one tas
 *chain* of stage functions ``fn(plan, key, x, *extras)`` applied in order.
 
 * FTM: x transform | x->y | y transform | y->z | Thomas | z->y | y transform back | y->x | x back.
-* P-TDMA: x transform | x->y | y transform + local cyclic reduction | gather of boundary rows
-  into column slices | reduced solves | scatter | reconstruction + y back | y->x | x back.
+* P-TDMA: x transform | x->y | y transform + local cyclic reduction | the boundary rows' rounds
+  and reduced solves | reconstruction + y back | y->x | x back.
 
 With ``py = 1`` the x-pencils hold all of y: both transforms run in one stage and there is no
-full-field transpose. With ``pz = 1`` both methods are plain Thomas with no reduced system.
+full-field transpose. With ``pz = 1`` both methods are plain Thomas with no reduced system. Which
+one runs is :class:`~daskflow.zsolve.choice.ZSolve`'s choice; the z solves themselves are
+:mod:`daskflow.zsolve.spectral`'s stages.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from __future__ import annotations
 from daskflow.pencils.layout import assemble, cut
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
+from daskflow.zsolve import spectral
+from daskflow.zsolve.choice import FTM, LOCAL, PTDMA, ZSolve
+from daskflow.zsolve.group import column_group
 
 Z, Y, X = 0, 1, 2  # memory axes of a chunk
 
@@ -52,40 +57,9 @@ def assemble_z(plan, key, pieces, *_):
     return assemble(pieces, Z)
 
 
-def cut_boundary_rows(plan: SpectralPlan, src, reduced_out, dst):
-    """Boundary rows of chunk ``src = (p, q)`` for reduced slice ``dst = (p, s)``."""
-    _, rows, raw = reduced_out
-    return rows[:, plan.decomposition.reduced[dst[1]]].copy(), (raw if dst[1] == 0 else None)
-
-
-def cut_solution_rows(plan: SpectralPlan, src, solved, dst):
-    """Solved boundary rows of slice ``src = (p, s)`` that belong to chunk ``dst = (p, q)``."""
-    x, full = solved
-    singular = None if full is None else full[plan.z_rows(dst[1])].copy()
-    return x[stages.reduced_rows_of(plan, dst[1])].copy(), singular
-
-
-def cut_all_boundary_rows(plan: SpectralPlan, src, reduced_out, dst):
-    """All boundary rows of chunk ``src`` (every column) and its singular right-hand side, for a
-    chunk ``dst`` of the same x group that solves every reduced system itself."""
-    _, rows, raw = reduced_out
-    return rows, raw
-
-
-def solve_gathered(plan: SpectralPlan, key, pieces, factor):
-    """The reduced systems of every column of x group ``key[0]``, solved at chunk ``key`` from the
-    boundary rows of the whole group (``pieces``, in z order); ``factor`` is
-    :func:`stages.reduced_factor` over all columns. Returns this chunk's solved rows as
-    :func:`stages.ptdma_reconstruct` takes them (one slice: every column)."""
-    whole = (key[0], 0)  # the singular column, if any, is column 0 of the first slice
-    return [cut_solution_rows(plan, whole, stages.reduced_solve(plan, whole, pieces, factor), key)]
-
-
-def _groups(dec, along: str):
-    """``sources(dst)``: the chunks that exchange with ``dst`` (same z group or same x group)."""
-    if along == "p":
-        return lambda d: [(p, d[1]) for p in range(dec.py)]
-    return lambda d: [(d[0], q) for q in range(dec.pz)]
+def _z_group(dec):
+    """``sources(dst)``: the chunks with the z range of ``dst`` (a transpose x<->y exchanges among them)."""
+    return lambda d: [(p, d[1]) for p in range(dec.py)]
 
 
 # -------------------------------------------------------------- the algorithms
@@ -98,7 +72,7 @@ def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=(), 
     if dec.py == 1:
         return ex.map([*head, stages.forward_xy, *then], dec.indices, blocks, extras)
     spec_x = ex.map([*head, stages.forward_x], dec.indices, blocks)
-    return ex.exchange(spec_x, dec.indices, _groups(dec, "p"), cut_for_y_pencil,
+    return ex.exchange(spec_x, dec.indices, _z_group(dec), cut_for_y_pencil,
                        [assemble_y, stages.forward_y_owned, *then], extras, site="x-to-y")
 
 
@@ -115,52 +89,50 @@ def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
     dec = plan.decomposition
     if dec.py == 1:
         return blocks
-    return ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_for_x_pencil,
+    return ex.exchange(blocks, dec.indices, _z_group(dec), cut_for_x_pencil,
                        [assemble_x, stages.backward_x_owned, *tail], site="y-to-x")
 
 
-def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
-    """Full-transpose method; returns x-pencil chunks of the solution. ``head`` and ``tail`` are
-    stages fused before the first and after the last stage (layout conversions of a caller)."""
+def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), tail=(),
+          gather: bool = False) -> dict:
+    """x-pencil chunks of the solution by ``method`` (``"ptdma"`` or ``"ftm"``) on the plan's
+    decomposition: local Thomas at ``pz = 1`` whatever the method (:class:`ZSolve`). ``setup`` is
+    P-TDMA's ``(coefficients, factors)`` (see :func:`ptdma`); ``head`` and ``tail`` are stages fused
+    before the first and after the last stage (layout conversions of a caller)."""
     dec = plan.decomposition
-    if dec.pz == 1:
-        out = _forward_chain(plan, ex, blocks, [stages.thomas, *_y_back(plan, tail)], head=head)
-    else:
+    kind = ZSolve.of(method, dec.pz).kind
+    if kind == LOCAL:
+        out = _forward_chain(plan, ex, blocks, [spectral.thomas, *_y_back(plan, tail)], head=head)
+    elif kind == FTM:
         spec = _forward_chain(plan, ex, blocks, [], head=head)
-        by_x_group = _groups(dec, "q")
-        spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, stages.thomas], site="y-to-z")
+        by_x_group = column_group(dec.pz)
+        spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, spectral.thomas],
+                           site="y-to-z")
         out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, tail)],
                           site="z-to-y")
+    else:
+        coefficients, factors = setup
+        reduced = _forward_chain(plan, ex, blocks, [spectral.ptdma_reduce], (coefficients,), head=head)
+        pieces = spectral.exchange_rows(ex, plan, reduced, factors, gather)
+        out = ex.map([spectral.ptdma_reconstruct, *_y_back(plan, tail)], dec.indices, reduced, (coefficients, pieces))
     return _finish(plan, ex, out, tail)
+
+
+def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
+    """Full-transpose method (local Thomas at ``pz = 1``); returns x-pencil chunks of the solution."""
+    return solve(ex, plan, blocks, FTM, head=head, tail=tail)
 
 
 def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=(),
           gather: bool = False) -> dict:
-    """Parallel tridiagonal method; ``coefficients[(p, q)]`` are the chunks' Algorithm-2 arrays
-    (:func:`stages.ptdma_setup`) and ``factors[(p, s)]`` the factorised reduced systems of the
-    column slices ``decomposition.reduced`` (:func:`stages.reduced_factor`), both computed once
-    where they are used.
-
-    The reduced systems are solved either by slice, each at the participant that owns it (the
-    boundary rows go there and the solutions come back: two rounds), or with ``gather`` by every
-    chunk for all columns of its x group from all the group's boundary rows (one round, the same
-    bytes at ``pz = 2``; ``factors[(p, q)]`` is then the chunk's :func:`stages.reduced_factor`
-    over all columns)."""
-    dec = plan.decomposition
-    if dec.pz == 1:
-        return ftm(ex, plan, blocks, head, tail)
-    reduced = _forward_chain(plan, ex, blocks, [stages.ptdma_reduce], (coefficients,), head=head)
-    if gather:
-        pieces = ex.exchange(reduced, dec.indices, _groups(dec, "q"), cut_all_boundary_rows, [solve_gathered],
-                             (factors,), site="all-rows")
-    else:
-        solved = ex.exchange(reduced, dec.reduced_indices(), _groups(dec, "q"), cut_boundary_rows,
-                             [stages.reduced_solve], (factors,), site="rows")
-        pieces = ex.exchange(solved, dec.indices, lambda d: [(d[0], s) for s in range(len(dec.reduced))],
-                             cut_solution_rows, None, site="solutions")
-    back = [stages.ptdma_reconstruct, *_y_back(plan, tail)]
-    out = ex.map(back, dec.indices, reduced, (coefficients, pieces))
-    return _finish(plan, ex, out, tail)
+    """Parallel tridiagonal method (local Thomas at ``pz = 1``); ``coefficients[(p, q)]`` are the
+    chunks' Algorithm-2 arrays (:func:`~daskflow.zsolve.spectral.ptdma_setup`) and ``factors`` the
+    factorised reduced systems (:func:`~daskflow.zsolve.spectral.reduced_factor`), both computed
+    once where they are used: of the column slices ``decomposition.reduced`` (``factors[(p, s)]``),
+    each solved at the participant that owns it, or with ``gather`` of all columns of each chunk's
+    x group (``factors[(p, q)]``), solved by every chunk from all the group's boundary rows
+    (:func:`~daskflow.zsolve.spectral.exchange_rows`)."""
+    return solve(ex, plan, blocks, PTDMA, (coefficients, factors), head, tail, gather)
 
 
 def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:
@@ -169,6 +141,6 @@ def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:
     dec = plan.decomposition
     for i in range(count):
         cut_fn, join = (cut_for_y_pencil, [assemble_y]) if i % 2 == 0 else (cut_for_x_pencil, [assemble_x])
-        blocks = ex.exchange(blocks, dec.indices, _groups(dec, "p"), cut_fn, join,
+        blocks = ex.exchange(blocks, dec.indices, _z_group(dec), cut_fn, join,
                              site="x-to-y" if i % 2 == 0 else "y-to-x")
     return blocks

@@ -1,5 +1,6 @@
 """Tridiagonal kernels: Thomas (plain and cyclic), factorised per-column systems, and the local
-cyclic reduction of the parallel tridiagonal algorithm (seed paper Algorithms 1 and 2)."""
+cyclic reduction of the parallel tridiagonal algorithm (seed paper Algorithms 1 and 2). The solves
+along z built on them, in one chunk or across chunks, are :mod:`daskflow.zsolve`'s."""
 
 from daskflow.tridiagonal.cyclic_reduction import (
     ReducedChunk,

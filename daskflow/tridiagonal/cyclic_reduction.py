@@ -33,7 +33,7 @@ def boundary_rows(m: int) -> int:
 
 class ReducedChunk(NamedTuple):
     """Precomputed Algorithm-2 coefficients of one chunk, arrays ``(m, ncols)`` (float64, or the
-    solver's working precision once :func:`daskflow.poisson.stages.ptdma_setup` has cast them).
+    solver's working precision once :func:`daskflow.zsolve.spectral.ptdma_setup` has cast them).
 
     ``boundary_lower/diag/upper`` are the chunk's rows of the reduced system, shape
     ``(1 or 2, ncols)``: the first row (coupling to the previous chunk and the own last row) and,

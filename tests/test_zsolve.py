@@ -1,0 +1,68 @@
+"""The z-solve layer: the choice of solve, a column group's reduced rows, and the shared-matrix
+solves across the chunks of a column group (a team of threads) against one local solve."""
+
+import numpy as np
+import pytest
+
+from daskflow.pencils import Decomposition
+from daskflow.pencils.executor import Member
+from daskflow.pencils.team import Team
+from daskflow.stencils import Tridiagonal
+from daskflow.zsolve.choice import ZSolve
+from daskflow.zsolve.group import reduced_offsets
+from daskflow.zsolve.shared import solve_distributed, solve_locally
+
+
+def test_one_choice_of_z_solve_for_every_method_and_decomposition():
+    assert ZSolve.of("ptdma", 1).kind == ZSolve.of("ftm", 1).kind == "local"
+    assert ZSolve.of("ptdma", 3).kind == "ptdma" and ZSolve.of("ftm", 3).kind == "ftm"
+    assert ZSolve.of("ptdma", 2).gathers and not ZSolve.of("ptdma", 3).gathers
+    with pytest.raises(ValueError, match="'thomas'"):
+        ZSolve.of("thomas", 2)
+
+
+def test_each_chunk_adds_its_first_and_last_row_to_the_reduced_system():
+    """Two rows, one for a chunk of one unknown, none for a chunk without (a wall face alone)."""
+    rows = [slice(0, 5), slice(5, 6), slice(6, 6), slice(6, 8)]
+    assert reduced_offsets(rows).tolist() == [0, 2, 3, 3, 5]
+
+
+def _operator(rng, m: int, periodic: bool) -> Tridiagonal:
+    lower, upper = rng.uniform(0.1, 0.5, m), rng.uniform(0.1, 0.5, m)
+    return Tridiagonal(-lower, 1.0 + lower + upper + rng.uniform(0, 0.5, m), -upper, periodic)
+
+
+def _solve_on_a_team(shape, pencils, fields: dict, operators: dict) -> dict:
+    """``solve_distributed`` by every participant of a team on its x-pencil; the solved fields whole."""
+    dec = Decomposition(shape, shape[:2], pencils)
+    team = Team(pencils[0] * pencils[1])
+    out = {c: np.empty(shape, order="F") for c in fields}
+
+    def body(i: int) -> None:
+        me = team.members[i]
+        member = Member(me, team.members, pencils[1], team.transports[me], "test")
+        key = next(k for k in dec.indices if member.owner(k) == me)
+        where = (slice(None), dec.y[key[0]], dec.z[key[1]])
+        mine = {c: np.asfortranarray(f[where]) for c, f in fields.items()}
+        solved = solve_distributed(member.executor(None, "z"), dec, key, {}, mine, operators, 0.1)
+        for c, f in solved.items():
+            out[c][where] = f
+
+    team.run(body)
+    return out
+
+
+@pytest.mark.parametrize("pencils", [(2, 2), (1, 3), (2, 4)])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_shared_matrix_solves_across_a_column_group_equal_one_local_solve(pencils, periodic):
+    """Both round structures (the all-gather at pz = 2, column slices beyond) and a component whose
+    last stored plane is a wall face (one unknown fewer: the top chunk's stored face is left alone)."""
+    rng = np.random.default_rng(4)
+    shape = (5, 6, 11)
+    operators = {0: _operator(rng, shape[2], periodic), 2: _operator(rng, shape[2] - 1, periodic)}
+    fields = {c: np.asfortranarray(rng.standard_normal(shape)) for c in operators}
+    want = {c: solve_locally({}, f.copy(order="F"), operators[c], (c, 0.1)) for c, f in fields.items()}
+    got = _solve_on_a_team(shape, pencils, fields, operators)
+    for c in operators:
+        np.testing.assert_allclose(got[c], want[c], rtol=0, atol=1e-13 * np.abs(want[c]).max())
+    np.testing.assert_array_equal(got[2][:, :, -1], fields[2][:, :, -1])

@@ -37,6 +37,12 @@ def test_report_on_the_committed_results(tmp_path):
     assert "cpu_channel_test.json" in text and "some CPU" in text and "seconds_per_step = 1.25" in text
     assert "`broken.json`: skipped" in text
     assert "within ±25 %" in text and "7168 × 7168 × 1594" in text
+    # the H100 refit: parameters with their sources, residuals, what bounds the step, the paper's runs
+    assert "## Cost model refit on 4 × H100" in text and "| `host_step_floor` | 22.4 | ms |" in text
+    assert "| `host_round` | 1.37 | ms |" in text and "channel_step_floor_4xH100.json" in text
+    assert "The limit now is the host, not the links." in text
+    assert "| 1024 | strong 7168 × 7168 × 1594 | (512, 2) | ftm | figure only | 1.50 | 2.00 |" in text
+    assert "| 1024 | strong 7168 × 7168 × 1594 | (512, 2) | ptdma | figure only | 1.50 | 2.00 |" in text
     figures = tmp_path / "docs" / "figures"
     pngs = list(figures.glob("*.png"))
     assert len(pngs) >= 6

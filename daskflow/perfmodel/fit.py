@@ -1,5 +1,5 @@
-"""Fitting the cost model to the committed benchmark results and predicting the seed paper's runs
-(see :mod:`daskflow.perfmodel`)."""
+"""Fitting the cost model to the committed 4 x H200 benchmark results (the H100 refit: :mod:`.refit`; the
+seed paper's runs: :mod:`.paper`; see :mod:`daskflow.perfmodel`)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from dataclasses import replace
 import numpy as np
 
 from daskflow.perfmodel.model import (
-    A100_LEONARDO,
     CHANNEL_BC,
     H200_DASK,
     Machine,
     passes_time,
     predict_solve,
-    predict_step,
-    spectral_sizes,
     transpose_exchange,
 )
+from daskflow.perfmodel.step import predict_step
 
 # ------------------------------------------------------------------------------------- measurements
 
@@ -200,51 +198,3 @@ def summary(rows: list[dict]) -> dict:
             "min_ratio": min(checks, default=float("nan")), "max_ratio": max(checks, default=float("nan"))}
 
 
-# ------------------------------------------------------------------------------------- the paper's runs
-
-PAPER_STRONG = (7168, 7168, 1594)  # seed paper section 3.1, Re_tau ~ 5000, 1024 GPUs at the largest
-PAPER_WEAK_PER_GPU = (3456, 3072, 30)  # seed paper section 3.1 (318.5 M points per GPU)
-
-
-def _quiet(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except ValueError:
-        return None
-
-
-def paper_predictions(machine: Machine = A100_LEONARDO) -> dict:
-    """The seed paper's configurations as daskflow would run them on ``machine``.
-
-    ``strong``: 7168 x 7168 x 1594 on 1024 GPUs, pencils (512, 2) and (8, 128), both methods (one
-    solve and one step; the step also with the ``"sliced"`` z-solve variant). ``weak``: 3456 x 3072 x 30
-    points per GPU; P-TDMA on (1, n) z-slabs (the paper's set-up, global nz = 30 n); FTM on its fastest
-    1-D slab: (n, 1) or (1, n) of that grid, or (n, 1) of the grid stacked along y (3456 x 3072 n x 30;
-    the paper does not say which grid its FTM runs used).
-    """
-    from daskflow.pencils.layout import Decomposition
-
-    strong = []
-    for pencils in ((512, 2), (8, 128)):
-        for method in ("ftm", "ptdma"):
-            Decomposition(PAPER_STRONG, spectral_sizes(PAPER_STRONG)[:2], pencils).check(method)
-            solve = predict_solve(method, PAPER_STRONG, pencils, 1024, machine=machine)
-            step = predict_step(method, PAPER_STRONG, pencils, 1024, machine=machine, steps_per_run=None)
-            sliced = predict_step(method, PAPER_STRONG, pencils, 1024, machine=machine, steps_per_run=None,
-                                  zsolve="sliced")
-            strong.append({"pencils": list(pencils), "method": method, "solve": solve, "step": step,
-                           "step_sliced": sliced})
-    weak = []
-    nx, ny, nz = PAPER_WEAK_PER_GPU
-    for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
-        shape = (nx, ny, nz * n)
-        ptdma = predict_step("ptdma", shape, (1, n), n, machine=machine, steps_per_run=None)
-        sliced = predict_step("ptdma", shape, (1, n), n, machine=machine, steps_per_run=None, zsolve="sliced")
-        poisson = {m: predict_solve(m, shape, (1, n) if m == "ptdma" else (n, 1), n, machine=machine)
-                   for m in ("ptdma", "ftm")}
-        candidates = [predict_step("ftm", grid, pencils, n, machine=machine, steps_per_run=None)
-                      for grid, pencils in {(shape, (n, 1)), (shape, (1, n)), ((nx, ny * n, nz), (n, 1))}]
-        ftm = min(candidates, key=lambda r: r["total_s"])
-        weak.append({"gpus": n, "shape": list(shape), "ptdma": ptdma, "ptdma_sliced": sliced, "ftm": ftm,
-                     "poisson": poisson})
-    return {"machine": machine.name, "strong": strong, "weak": weak}

@@ -35,6 +35,10 @@ class Machine:
     stage_exchange_base: float = 0.0  # Dask stage granularity: an exchange of piece tasks ...
     stage_exchange_per_source: float = 0.0  # ... plus this per source piece of a destination
     run_overhead: float = 0.0  # one run of steps submitted and its clock gathered
+    host_step_floor: float = 0.0  # host (Python) time of one step's kernel launches, no exchanges
+    host_round: float = 0.0  # host time of one exchange round inside a fused task (cut, NCCL calls, join)
+    host_distributed_solve: float = 0.0  # host time of one distributed tridiagonal solve (pz > 1) beyond its rounds
+    code: str = "current"  # the exchange rounds of which code: "current", or "legacy" (up to 65d480e)
     notes: str = ""
 
 
@@ -59,26 +63,56 @@ H200_DASK = Machine(
     stage_exchange_base=10.2e-3,  # transpose stage chained (2 and 4 GPUs, both files): least squares
     stage_exchange_per_source=3.4e-3,
     run_overhead=2 * 6.25e-3,  # one submit + one clock gather per run
+    code="legacy",  # the H200 files ran the code up to 65d480e: its exchange rounds
     notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H200); inter-node bandwidth not measured",
+)
+
+# Fitted on the 4 x H100 host (NVLink NV18, dask-cuda over TCP, NCCL exchanges inside fused tasks,
+# the code at 15d02a8 / edd50b3) by calibrate_h100(); every number names the file it comes from.
+H100_NVLINK = Machine(
+    name="4xH100 daskflow (Dask + NCCL inside fused tasks)",
+    gpus_per_node=4,
+    # channel_step_4xH100_fixed_layouts (call 2, padded_copy): 512x256x144 float64 device copy 0.1035 ms
+    hbm_bw=2.92e12,
+    # channel_step_4xH100_fixed_layouts (call 3, one GPU, 46.1 ms per step): per-substep breakdown
+    solve_passes=18.9,  # Poisson solve 0.978 ms
+    ptdma_extra_passes=2.0,  # as H200_DASK (kernel structure)
+    zsolve_passes=21.7,  # implicit solve of one component 1.121 ms
+    substep_other_passes=213.0,  # 46.1 ms / 3 substeps minus its solves
+    intra_pair_bw=343e9,  # transpose_4xH100_tcp_synced: NCCL floor, 2 GPUs, 1 GiB: 0.5 GiB out in 1.56 ms
+    intra_a2a_bw=313e9,  # transpose_4xH100_tcp_synced: NCCL floor, 4 GPUs, 1 GiB: 0.75 GiB out in 2.57 ms
+    inter_bw=25e9,  # not measured (one host); a placeholder of one 200 Gb/s NIC per GPU
+    exchange_latency=37.2e-6,  # exchange_latency_4xH100: NCCL link time of a 1 MiB exchange (GPU side)
+    solve_overhead=12.9e-3,  # poisson_distributed_4xH100_weak_nccl, 1 GPU: median chained minus the floor
+    host_step_floor=22.4e-3,  # channel_step_floor_4xH100: one GPU, 64x64x32 (no GPU work to speak of)
+    host_round=1.37e-3,  # channel_step_floor_4xH100: (4 GPUs (4, 1) 45.7 ms - 22.4 ms) / 17 rounds
+    host_distributed_solve=2.77e-3,  # channel_step_4xH100_fixed_layouts (call 3): (1, 4) 70.5 ms, 6 per step
+    notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H100, NCCL); inter-node bandwidth not measured",
 )
 
 # The seed paper's Leonardo booster node (Table 1): NVIDIA A100 64 GB, 4 GPUs per node, 800 Gb/s
 # between two GPUs in a node, 100 Gb/s per GPU between nodes, 1.6 TB/s HBM. Kernels are daskflow's
-# (passes as measured on the H200); communication as MPI/NCCL would do it (microsecond latencies,
-# no Dask overhead) -- those latencies are assumptions, not the paper's numbers.
+# (passes as measured on the H100), and so is the host: the H100 host's floor per step and per round
+# (``without_host`` drops it: the GPU and the links alone). Communication as MPI/NCCL would do it
+# (microsecond latencies, no Dask overhead) -- those latencies are assumptions, not the paper's numbers.
 A100_LEONARDO = replace(
-    H200_DASK,
-    name="Leonardo booster (A100 64 GB, 4 per node, NVLink 3 + 4 x 100 Gb/s InfiniBand), MPI-like exchanges",
-    hbm_bw=1.6e12 * 4.14 / 4.8,  # paper Table 1 (1.6 TB/s) x the copy efficiency measured on the H200
+    H100_NVLINK,
+    name="Leonardo booster (A100 64 GB, 4 per node, NVLink 3 + 4 x 100 Gb/s InfiniBand), daskflow's host",
+    hbm_bw=1.6e12 * 2.92 / 3.35,  # paper Table 1 (1.6 TB/s) x the copy efficiency measured on the H100
     intra_pair_bw=100e9,  # paper Table 1: intra-node 800 Gb/s (4 NVLink 3 links per GPU pair)
     intra_a2a_bw=300e9,  # 3 peers at 100 GB/s (A100: 12 NVLink 3 links, 300 GB/s per direction)
     inter_bw=12.5e9,  # paper Table 1: 100 Gb/s per GPU (the node's 4 x 100 Gb/s HDR shared by 4 GPUs)
     exchange_latency=20e-6,  # assumption: an MPI/NCCL collective's start-up
     peer_latency=2e-6,  # assumption: one message per peer
-    ns_exchange_latency=None,
     solve_overhead=0.0, task_hop=0.0, stage_exchange_base=0.0, stage_exchange_per_source=0.0, run_overhead=0.0,
-    notes="hardware from the seed paper's Table 1; kernel passes from the H200 runs; latencies assumed",
+    notes="hardware from the seed paper's Table 1; kernel passes and host costs from the H100 runs; latencies assumed",
 )
+
+
+def without_host(machine: Machine) -> Machine:
+    """``machine`` with no host costs: what the GPUs and the links alone would take."""
+    return replace(machine, name=machine.name + ", no host floor", host_step_floor=0.0, host_round=0.0,
+                   host_distributed_solve=0.0)
 
 
 # ------------------------------------------------------------------------------------- geometry
@@ -192,7 +226,9 @@ def _exchange(name, lay: Layout, src_p, src_q, dst_p, dst_q, nbytes, machine: Ma
 
 def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", machine: Machine = H200_DASK,
                       bc=CHANNEL_BC) -> list[Exchange]:
-    """The exchanges of one Poisson solve, in order, as the code makes them."""
+    """The exchanges of one Poisson solve, in order, as the code makes them (``machine.code``: P-TDMA
+    all-gathers the boundary rows at ``pz <= 2`` in the current code, gathers them into slices and
+    scatters the solutions back otherwise)."""
     lay = Layout(tuple(shape), tuple(pencils), gpus, np.dtype(dtype).itemsize, tuple(bc))
     nx, ny, nz = shape
     py, pz = pencils
@@ -226,6 +262,11 @@ def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", m
         singular = all(b in ("PP", "NN") for b in bc)
         p, q, r = P[:, None, None], Q[None, :, None], np.arange(R)[None, None, :]
         nb = rows[q] * red[r] * xs_p[p] * s + ((p == 0) & (r == 0) & singular) * nz_q[q] * s
+        if machine.code == "current" and pz <= 2:  # every chunk gathers all rows of its x group: one round
+            q2 = Q[None, None, :]
+            nb = rows[q] * nys * xs_p[p] * s + ((p == 0) & singular) * nz_q[q] * s + 0 * q2
+            out.append(_exchange("all-rows", lay, p, q, p, q2, nb, machine))
+            return out + ([xy("y->x")] if py > 1 else [])
         reduced_owner = lambda pp, rr: lay.owner(pp, rr)  # noqa: E731  reduced task (p, s) -> chunk_owner
         out.append(_exchange("gather", lay, p, q, p, r, nb, machine, dst_owner=reduced_owner))
         # scatter: src reduced (p, s) -> dst chunk (p, q); the same pieces back (solved rows)
@@ -277,7 +318,12 @@ def passes_time(points: int, itemsize: int, passes: float, machine: Machine) -> 
 def predict_solve(method: str, shape, pencils, gpus: int | None = None, dtype="float64",
                   machine: Machine = H200_DASK, granularity: str = "fused", bc=CHANNEL_BC) -> dict:
     """Predicted time of one Poisson solve (chained: back-to-back solves), split into compute,
-    transfer (links), copies (cutting and assembling pieces), latency and overhead (Dask)."""
+    transfer (links), copies (cutting and assembling pieces), latency and overhead (Dask).
+
+    The GPU's time (``gpu_s``: compute + transfer + copies + latency) and the host's (``host_s``:
+    :attr:`Machine.host_round` per round, :attr:`Machine.host_distributed_solve` for P-TDMA at
+    ``pz > 1``) overlap: the host launches kernels and NCCL calls ahead of the GPU, so the solve
+    takes the longer of the two (``total_s`` = max + overhead)."""
     gpus = gpus or pencils[0] * pencils[1]
     itemsize = np.dtype(dtype).itemsize
     lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize, tuple(bc))
@@ -295,109 +341,23 @@ def predict_solve(method: str, shape, pencils, gpus: int | None = None, dtype="f
     else:
         latency = sum(e.latency_s for e in exchanges)
         overhead = machine.solve_overhead
-    total = compute + transfer + copies + latency + overhead
+    rounds = len([e for e in exchanges if e.remote_bytes])
+    gpu = compute + transfer + copies + latency
+    host = rounds * machine.host_round + distributed_solves(method, pencils, machine) * machine.host_distributed_solve
+    total = max(gpu, host) + overhead
     return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
             "granularity": granularity, "machine": machine.name, "compute_s": compute, "transfer_s": transfer,
-            "copy_s": copies, "latency_s": latency, "overhead_s": overhead, "total_s": total,
-            "exchanges": len([e for e in exchanges if e.remote_bytes]),
+            "copy_s": copies, "latency_s": latency, "overhead_s": overhead, "total_s": total, "gpu_s": gpu,
+            "host_s": host, "exchanges": rounds,
             "bytes_out_per_gpu": sum(e.bytes_out for e in exchanges),
             "bytes_out_inter_per_gpu": sum(e.bytes_out_inter for e in exchanges),
             "tasks": task_count(method, pencils, lay.spectral[1], granularity, gpus),
             "by_exchange": {e.name: e.time_s for e in exchanges}}
 
 
-def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine = H200_DASK,
-                   periodic=(True, True, False), implicit: str = "z", cfl: bool = True,
-                   zsolve: str = "allgather") -> list[Exchange]:
-    """The exchanges of one substep of the channel step besides the Poisson solve (halos, z-solves,
-    the bulk-velocity all-reduce); ``cfl`` adds the per-step CFL all-reduce (count it once a step).
-    ``zsolve``: ``"allgather"`` (what :meth:`FlowDomain.implicit_z` does) or ``"sliced"`` (a
-    variant that gathers the boundary rows into column slices like the Poisson P-TDMA)."""
-    itemsize = np.dtype(dtype).itemsize
-    lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize)
-    nx, ny, nz = shape
-    py, pz = pencils
-    ny_p, nz_q = _sizes(ny, py), _sizes(nz, pz)
-    out = []
-
-    def halo(fields):
-        """One halo exchange as :meth:`FlowDomain.pad_many` makes it: y faces ``(nx+2) nz_q``, z faces
-        ``(nx+2) ny_p`` and edge lines ``nx+2`` from the diagonal neighbours, per field."""
-        from daskflow.pencils.halo import OFFSETS, neighbour
-
-        pieces = {}
-        for p in range(py):
-            for q in range(pz):
-                for oy, oz in OFFSETS:
-                    s = neighbour((p, q), (oy, oz), (py, pz), (periodic[1], periodic[2]))
-                    if s is None:
-                        continue
-                    size = (nx + 2) * (nz_q[q] if oz == 0 else ny_p[p] if oy == 0 else 1)
-                    pieces[(s, (p, q))] = pieces.get((s, (p, q)), 0) + size * fields * itemsize
-        if not pieces:
-            return None
-        src = np.array([s for s, _ in pieces])
-        dst = np.array([d for _, d in pieces])
-        return _exchange(f"halo-x{fields}", lay, src[:, 0], src[:, 1], dst[:, 0], dst[:, 1],
-                         np.array(list(pieces.values())), machine, assemble=False)
-
-    for fields in (4, 3, 1):  # pad_velocity with p, pad_velocity(stars), pad(Phi): one exchange each
-        e = halo(fields)
-        if e is not None:
-            out.append(e)
-    if implicit == "z" and pz > 1:
-        for component, unknowns in enumerate((nz, nz, nz - 1)):  # u, v cell centred; w on faces (walls)
-            starts = np.concatenate([[0], np.cumsum(nz_q)[:-1]])
-            m = np.clip(np.minimum(starts + nz_q, unknowns) - starts, 0, None)
-            rows = np.minimum(m, 2)
-            p, q, q2 = np.arange(py)[:, None, None], np.arange(pz)[None, :, None], np.arange(pz)[None, None, :]
-            name = f"zsolve-{'uvw'[component]}"
-            if zsolve == "allgather":  # the code: every chunk gets every chunk's rows
-                nb = rows[q] * nx * ny_p[p] * itemsize + 0 * q2
-                out.append(_exchange(name, lay, p, q, p, q2, nb, machine))
-            else:  # as the Poisson P-TDMA: gather into pz column slices, scatter the solved rows back
-                cols = np.stack([_sizes(nx * int(n), pz) for n in ny_p])  # (py, pz)
-                nb = rows[q] * cols[p, q2] * itemsize
-                out.append(_exchange(name + "-gather", lay, p, q, p, q2, nb, machine))
-                out.append(_exchange(name + "-scatter", lay, p, q2, p, q, nb, machine))
-    c = np.arange(lay.chunks)
-    s, d = np.meshgrid(c, c, indexing="ij")
-    for name in ("bulk-allreduce",) + (("cfl-allreduce",) if cfl else ()):
-        out.append(_exchange(name, lay, s // pz, s % pz, d // pz, d % pz, 8, machine, assemble=False))
-    return out
-
-
-def predict_step(method: str, shape, pencils, gpus: int | None = None, dtype="float64",
-                 machine: Machine = H200_DASK, steps_per_run: int | None = 10, zsolve: str = "allgather") -> dict:
-    """Predicted time of one channel time step (z-implicit diffusion, flow-rate forcing, CFL dt).
-    ``steps_per_run``: steps per submitted run (its overhead is shared); ``None``: in process."""
-    gpus = gpus or pencils[0] * pencils[1]
-    itemsize = np.dtype(dtype).itemsize
-    lay = Layout(tuple(shape), tuple(pencils), gpus, itemsize)
-    points = lay.chunk_points() * math.ceil(lay.chunks / gpus)
-    ns_machine = replace(machine, exchange_latency=machine.ns_exchange_latency or machine.exchange_latency)
-    solve = predict_solve(method, shape, pencils, gpus, dtype, ns_machine, "fused")
-    other = step_exchanges(shape, pencils, gpus, dtype, ns_machine, zsolve=zsolve)
-    per_substep = [e for e in other if e.name != "cfl-allreduce"]
-    cfl = [e for e in other if e.name == "cfl-allreduce"]
-    compute = 3 * (solve["compute_s"] + passes_time(points, itemsize, 3 * machine.zsolve_passes
-                                                     + machine.substep_other_passes, machine))
-    transfer = 3 * (solve["transfer_s"] + sum(e.transfer_s for e in per_substep)) + sum(e.transfer_s for e in cfl)
-    copies = 3 * (solve["copy_s"] + sum(e.copy_s for e in per_substep)) + sum(e.copy_s for e in cfl)
-    latency = 3 * (solve["latency_s"] + sum(e.latency_s for e in per_substep)) + sum(e.latency_s for e in cfl)
-    overhead = machine.run_overhead / steps_per_run if steps_per_run else 0.0
-    exchanges = 3 * (solve["exchanges"] + sum(1 for e in per_substep if e.remote_bytes)) + \
-        sum(1 for e in cfl if e.remote_bytes)
-    poisson = 3 * (solve["total_s"] - solve["overhead_s"])
-    zsolves = 3 * sum(e.time_s for e in per_substep if e.name.startswith("zsolve")) + \
-        3 * passes_time(points, itemsize, 3 * machine.zsolve_passes, machine)
-    return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
-            "machine": machine.name, "compute_s": compute, "transfer_s": transfer, "copy_s": copies,
-            "latency_s": latency, "overhead_s": overhead,
-            "total_s": compute + transfer + copies + latency + overhead, "exchanges": exchanges,
-            "poisson_s": poisson, "zsolve_s": zsolves,
-            "bytes_out_per_gpu": 3 * (solve["bytes_out_per_gpu"] + sum(e.bytes_out for e in per_substep))
-            + sum(e.bytes_out for e in cfl)}
+def distributed_solves(method: str, pencils, machine: Machine) -> int:
+    """Distributed tridiagonal solves of one Poisson solve: one for P-TDMA at ``pz > 1``."""
+    return int(method == "ptdma" and pencils[1] > 1)
 
 
 def transpose_exchange(shape, gpus: int, itemsize: int = 8, machine: Machine = H200_DASK) -> Exchange:

@@ -39,9 +39,10 @@ def poisson_on_cluster(args, solver: PoissonSolver, rhs: np.ndarray, gpu: bool) 
     from daskflow.cluster import start
     from daskflow.config import DEFAULTS
     from daskflow.poisson.distributed import home_chunks, persist_home
+    from daskflow.run_config import ClusterConfig
     from daskflow.runner import CONSOLE
 
-    section = {**DEFAULTS["cluster"], "kind": "local-cuda" if gpu else "local"}
+    section = ClusterConfig.from_dict({**DEFAULTS["cluster"], "kind": "local-cuda" if gpu else "local"})
     with start(section, args.pencils[0] * args.pencils[1], worker_output=CONSOLE.worker_log(),
                log_level=CONSOLE.dask_level()) as client:
         CONSOLE.say(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard {client.dashboard_link}")

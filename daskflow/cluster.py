@@ -43,6 +43,7 @@ import logging
 import warnings
 
 from daskflow.backend import cupy_or_none
+from daskflow.run_config import ClusterConfig
 
 #: glibc allocator settings for the worker processes daskflow starts. distributed starts every
 #: worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (give freed memory back to the OS at once), which
@@ -115,32 +116,32 @@ def _worker_prologue() -> list[str]:
 EMBEDDED = ("auto", "local", "local-cuda")  # the kinds whose whole cluster this process starts and owns
 
 
-def security_for(section: dict, protocol: str | None = None):
+def security_for(section: ClusterConfig, protocol: str | None = None):
     """The ``distributed.Security`` of a cluster (``None``: no TLS), see the module docstring.
     ``protocol``: what :func:`protocol_for` chose for a cluster daskflow starts (``None`` for one it
     connects to)."""
     from distributed.security import Security
 
-    tls = section.get("tls")
+    tls = section.tls
     if tls:
-        return Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                        tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"], tls_worker_cert=tls["cert"],
-                        tls_worker_key=tls["key"], require_encryption=True)
+        return Security(tls_ca_file=tls.ca_file, tls_client_cert=tls.cert, tls_client_key=tls.key,
+                        tls_scheduler_cert=tls.cert, tls_scheduler_key=tls.key, tls_worker_cert=tls.cert,
+                        tls_worker_key=tls.key, require_encryption=True)
     if protocol != "tls":
         return None
-    if tls is None and section["kind"] in EMBEDDED:
+    if tls is None and section.kind in EMBEDDED:
         return Security.temporary()  # needs cryptography (a dependency)
-    raise ValueError(f"config cluster.protocol: 'tls' for cluster.kind {section['kind']!r} needs cluster.tls "
+    raise ValueError(f"config cluster.protocol: 'tls' for cluster.kind {section.kind!r} needs cluster.tls "
                      "(ca_file, cert, key)")
 
 
-def protocol_for(section: dict, gpu: bool) -> str:
+def protocol_for(section: ClusterConfig, gpu: bool) -> str:
     """Dask's own comms: ``cluster.protocol``, or for ``auto`` TLS where there are certificates (files in
     ``cluster.tls``, or the embedded cluster's temporary one), else UCX only where pencils travel
     through Dask's comms (GPU workers with ``cluster.comm: mailbox``). With NCCL exchanges Dask carries
     only control messages, and UCX's progress loop then costs the GPU tasks the GIL: a (4, 1) channel
     step over NCCL took 75 ms with TCP and 119 ms with UCX on 4 x H100 (``docs/performance.md``)."""
-    protocol, tls = section["protocol"], section.get("tls")
+    protocol, tls = section.protocol, section.tls
     if protocol != "auto":
         if tls and protocol != "tls":
             raise ValueError(f"config cluster.protocol: {protocol!r} cannot carry TLS, which cluster.tls asks for; "
@@ -148,18 +149,18 @@ def protocol_for(section: dict, gpu: bool) -> str:
         if tls is False and protocol == "tls":
             raise ValueError("config cluster.protocol: 'tls' contradicts cluster.tls: false")
         return protocol
-    if tls or (tls is None and section["kind"] in EMBEDDED):
+    if tls or (tls is None and section.kind in EMBEDDED):
         return "tls"
     from daskflow.pencils import nccl
 
-    comm = section.get("comm", "auto")
+    comm = section.comm
     pencils_through_dask = comm == "mailbox" or (comm == "auto" and nccl.version() is None)
     return "ucx" if gpu and pencils_through_dask and importlib.util.find_spec("distributed_ucxx") else "tcp"
 
 
-def _warn_if_unsecured(section: dict, protocol: str) -> None:
+def _warn_if_unsecured(section: ClusterConfig, protocol: str) -> None:
     """An embedded cluster without TLS that the configuration did not ask for in so many words."""
-    if section["kind"] in EMBEDDED and section.get("tls") is None and protocol != "tls":
+    if section.kind in EMBEDDED and section.tls is None and protocol != "tls":
         warnings.warn(f"daskflow: cluster.protocol {protocol} carries no TLS: any user of this host can connect to "
                       "the embedded cluster and run code on its workers. cluster.protocol auto or tls secures it; "
                       "cluster.tls: false runs it unsecured without this warning", UserWarning, stacklevel=4)
@@ -169,7 +170,7 @@ DASHBOARD_TLS = "distributed.scheduler.dashboard.tls"  # read by every HTTP serv
 
 
 @contextlib.contextmanager
-def https_dashboards(section: dict, security):
+def https_dashboards(section: ClusterConfig, security):
     """While open, the HTTP servers distributed starts in this process (the scheduler's dashboard) and in
     the worker processes of nannies created here (``/metrics``, ``/health``, a worker's dashboard) serve
     HTTPS only, with the cluster's certificate, and ``dashboard_link`` says ``https``. A temporary
@@ -182,11 +183,11 @@ def https_dashboards(section: dict, security):
 
     import dask
 
-    tls = section.get("tls")
+    tls = section.tls
     directory = None
     try:
         if tls:
-            cert, key = tls["cert"], tls["key"]
+            cert, key = tls.cert, tls.key
         else:
             directory = tempfile.mkdtemp(prefix="daskflow-tls-")  # mode 0700
             cert, key = (_write_private(directory, name, text) for name, text in
@@ -208,32 +209,32 @@ def _write_private(directory: str, name: str, text: str) -> str:
     return path
 
 
-def _jobqueue_kwargs(section: dict, kind: str) -> dict:
+def _jobqueue_kwargs(section: ClusterConfig, kind: str) -> dict:
     """dask-jobqueue arguments: one dask-cuda worker per GPU of each node, Dask's comms on
     :func:`protocol_for` (TLS with ``cluster.tls`` files, whose security dask-jobqueue puts on the
     worker command)."""
-    gpus = section["gpus_per_node"]
+    gpus = section.gpus_per_node
     prologue = _worker_prologue()
-    if section.get("tls"):  # the workers' HTTP endpoints over HTTPS too (Dask reads DASK_* config variables)
+    if section.tls:  # the workers' HTTP endpoints over HTTPS too (Dask reads DASK_* config variables)
         import shlex
 
         prologue += [f"export DASK_{DASHBOARD_TLS.upper().replace('.', '__')}__{part.upper()}="
-                     f"{shlex.quote(section['tls'][part])}" for part in ("cert", "key")]
-    kwargs = {"queue": section["queue"], "account": section["account"], "walltime": section["walltime"],
-              "cores": section["cores"], "memory": section["memory"], "processes": gpus,
-              "job_extra_directives": list(section["job_extra_directives"]),
+                     f"{shlex.quote(getattr(section.tls, part))}" for part in ("cert", "key")]
+    kwargs = {"queue": section.queue, "account": section.account, "walltime": section.walltime,
+              "cores": section.cores, "memory": section.memory, "processes": gpus,
+              "job_extra_directives": list(section.job_extra_directives),
               "job_script_prologue": prologue,
               "worker_command": "dask_cuda.cli",
               "protocol": protocol_for(section, True),
-              "scheduler_options": {"dashboard_address": section["dashboard_address"]}}
+              "scheduler_options": {"dashboard_address": section.dashboard_address}}
     if kind == "slurm":
         kwargs["job_extra_directives"] = [f"--gpus-per-node={gpus}", *kwargs["job_extra_directives"]]
     else:
-        kwargs["resource_spec"] = f"select=1:ncpus={section['cores']}:ngpus={gpus}"
+        kwargs["resource_spec"] = f"select=1:ncpus={section.cores}:ngpus={gpus}"
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def job_script(section: dict, scheduler_file: str | None = None, config: str = "CONFIG") -> str:
+def job_script(section: ClusterConfig, scheduler_file: str | None = None, config: str = "CONFIG") -> str:
     """The batch script of one node of workers for a ``slurm`` or ``pbs`` cluster section (nothing is
     started or submitted), as dask-jobqueue writes it; with ``cluster.tls`` files its worker command
     carries ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``.
@@ -247,7 +248,7 @@ def job_script(section: dict, scheduler_file: str | None = None, config: str = "
     (of the workers' protocol) that ``daskflow run`` replaces."""
     import shlex
 
-    kind = section["kind"]
+    kind = section.kind
     if kind not in ("slurm", "pbs"):
         raise ValueError(f"config cluster.kind: job scripts exist for slurm and pbs, got {kind!r} (daskflow jobscript "
                          "CONFIG --kind slurm|pbs chooses one)")
@@ -261,21 +262,21 @@ def job_script(section: dict, scheduler_file: str | None = None, config: str = "
     kwargs.pop("scheduler_options")
     protocol = kwargs["protocol"]
     security = security_for(section, protocol)
-    tls = section.get("tls") or {}
-    tls_options = "".join(f" --tls-{option} {shlex.quote(tls[part])}" for option, part in
+    tls = section.tls
+    tls_options = "".join(f" --tls-{option} {shlex.quote(getattr(tls, part))}" for option, part in
                           (("ca-file", "ca_file"), ("cert", "cert"), ("key", "key")) if tls)
-    address = section.get("address")
+    address = section.address
     if address:
         scheme = address.split("://", 1)[0] if "://" in address else None
         if scheme is not None and scheme != protocol:
             raise ValueError(f"config cluster.address: {address!r} is a {scheme} address, but the workers talk "
-                             f"{protocol} (cluster.protocol {section['protocol']!r} with cluster.tls "
-                             f"{section.get('tls')!r}); give an address of the workers' protocol")
+                             f"{protocol} (cluster.protocol {section.protocol!r} with cluster.tls "
+                             f"{section.to_dict()['tls']!r}); give an address of the workers' protocol")
         scheduler = address if scheme else f"{protocol}://{address}"
         notes = [f"# Dask workers for daskflow, joining the scheduler at {scheduler} (cluster.address); then run",
                  f"#   daskflow run {shlex.quote(config)} --cluster {scheduler}"]
     else:
-        path = section.get("scheduler_file") or scheduler_file
+        path = section.scheduler_file or scheduler_file
         if not path:  # what daskflow run fills in when it submits the script
             return job(scheduler=f"{protocol}://SCHEDULER-ADDRESS:8786", name="daskflow-worker", security=security,
                        **kwargs).job_script()
@@ -292,24 +293,24 @@ def job_script(section: dict, scheduler_file: str | None = None, config: str = "
 DEFAULT_CPU_WORKERS = 8  # at most this many CPU workers for pencils: auto (one per core below that)
 
 
-def _uses_gpus(section: dict) -> bool:
-    kind = section["kind"]
+def _uses_gpus(section: ClusterConfig) -> bool:
+    kind = section.kind
     return kind == "local-cuda" or (kind == "auto" and cupy_or_none() is not None
                                     and importlib.util.find_spec("dask_cuda") is not None)
 
 
-def default_workers(section: dict) -> int:
+def default_workers(section: ClusterConfig) -> int:
     """The worker count when the pencils do not give one (``solver.pencils: auto``): ``cluster.workers``
     if set; else every node's GPUs for slurm/pbs, every visible GPU for a local GPU cluster, and one
     worker per CPU core (at most :data:`DEFAULT_CPU_WORKERS`) for a local CPU cluster. ``none`` (in
     process) and clusters found at an address do not use it."""
     import os
 
-    if section["workers"]:
-        return int(section["workers"])
-    kind = section["kind"]
+    if section.workers:
+        return int(section.workers)
+    kind = section.kind
     if kind in ("slurm", "pbs"):
-        return section["nodes"] * section["gpus_per_node"]
+        return section.nodes * section.gpus_per_node
     if kind in ("none", "address", "scheduler-file"):
         return 1
     if _uses_gpus(section):
@@ -375,7 +376,7 @@ def send_worker_output(client, path: str) -> None:
 
 
 @contextlib.contextmanager
-def start(section: dict, workers: int, worker_output: str | None = None, log_level: int = logging.WARNING):
+def start(section: ClusterConfig, workers: int, worker_output: str | None = None, log_level: int = logging.WARNING):
     """A ``distributed.Client`` for the configured cluster (``None`` for ``kind: none``), holding the
     cluster's ``Security`` (``client.security``; the temporary certificate of an embedded cluster).
 
@@ -384,19 +385,19 @@ def start(section: dict, workers: int, worker_output: str | None = None, log_lev
     workers started elsewhere keep their own output."""
     from distributed import Client
 
-    kind = section["kind"]
+    kind = section.kind
     if kind == "none":
         yield None
         return
     if kind in ("address", "scheduler-file"):
         if kind == "address":
-            target = {"address": section["address"]}
+            target = {"address": section.address}
         else:
-            target = {"scheduler_file": section["scheduler_file"]}
+            target = {"scheduler_file": section.scheduler_file}
         with Client(**target, security=security_for(section)) as client:
             yield client
         return
-    n = section["workers"] or workers
+    n = section.workers or workers
     gpu = _uses_gpus(section)
     protocol = protocol_for(section, gpu or kind in ("slurm", "pbs"))
     security = security_for(section, protocol)
@@ -411,19 +412,19 @@ def start(section: dict, workers: int, worker_output: str | None = None, log_lev
         elif gpu:
 
             options = {}
-            if section["rmm_pool_size"]:
-                options = {"rmm_pool_size": section["rmm_pool_size"], "rmm_allocator_external_lib_list": ["cupy"]}
+            if section.rmm_pool_size:
+                options = {"rmm_pool_size": section.rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy"]}
             with worker_environment():
                 cluster = shared_gpu_cluster_class()(n_workers=n, protocol=protocol, security=security,
-                                                     dashboard_address=section["dashboard_address"],
+                                                     dashboard_address=section.dashboard_address,
                                                      silence_logs=log_level, **options)
         else:
             from distributed import LocalCluster
 
             with worker_environment():
-                cluster = LocalCluster(n_workers=n, threads_per_worker=section["threads_per_worker"],
+                cluster = LocalCluster(n_workers=n, threads_per_worker=section.threads_per_worker,
                                        protocol=protocol, security=security, silence_logs=log_level,
-                                       dashboard_address=section["dashboard_address"])
+                                       dashboard_address=section.dashboard_address)
         with cluster, Client(cluster, security=security) as client:
             if kind in ("slurm", "pbs"):
                 client.wait_for_workers(n)

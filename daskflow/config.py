@@ -36,8 +36,10 @@ Limits, all checked before anything is allocated (each error is a one-line ``Val
   (nothing is executed; YAML 1.2 numbers, so ``1e-3`` is a float; duplicate keys refused) and every
   input, file or dict, is bounded in size (aliases counted as often as they repeat) and depth.
 
-:func:`load` returns a complete, validated, plain-data dict (JSON-serialisable), so it can be stored
-with the output and compared on restart; validating it again gives it back unchanged.
+:func:`validate` returns a complete, validated, plain-data dict (JSON-serialisable), so it can be
+stored with the output and compared on restart; validating it again gives it back unchanged.
+:func:`load` returns the same configuration typed and frozen, a :class:`~daskflow.run_config.RunConfig`
+(its ``to_dict()`` is that dict).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from daskflow.config_input import check_size, key_name, read
 from daskflow.grid import Z_CLUSTERS
 from daskflow.ns.boundaries import PRESETS
 from daskflow.pencils.transport import COMMS
+from daskflow.run_config import RunConfig
 
 FORCING = ("none", "pressure_gradient", "flow_rate")
 ADVECTION = ("divergence", "skew_symmetric")  # daskflow.ns.advection.ADVECTION
@@ -311,6 +314,11 @@ def _missing(cfg: dict) -> None:
 
 def validate(config: dict) -> dict:
     """A complete validated copy of ``config`` (a dict); raises ``ValueError`` naming the key."""
+    return _validated(config)[0]
+
+
+def _validated(config: dict) -> tuple[dict, RunConfig]:
+    """The validated dict of ``config`` and the :class:`RunConfig` holding it."""
     if config is None or (isinstance(config, dict) and not config):
         _fail("(root)", f"empty configuration; required: {', '.join(REQUIRED)}")
     check_size(config)  # bounded before anything copies or prints it
@@ -327,8 +335,9 @@ def validate(config: dict) -> dict:
         _fail("cluster.comm", "'nccl' moves GPU pencils and needs solver.device gpu or auto; got solver.device cpu "
                               "(use auto or mailbox)")
     _missing(cfg)
-    resources.check(cfg)  # arithmetic on the configuration: nothing is allocated
-    return cfg
+    typed = RunConfig.from_dict(cfg)
+    resources.check(typed)  # arithmetic on the configuration: nothing is allocated
+    return cfg, typed
 
 
 def _cluster(c: dict) -> None:
@@ -392,11 +401,24 @@ def _tls(tls) -> None:
             _fail(f"cluster.tls.{key}", f"{path!r} is not a readable file")
 
 
-def load(source: dict | str | Path) -> dict:
-    """Validated configuration from a dict or a YAML file path (read by :func:`daskflow.config_input.read`)."""
+def load(source: RunConfig | dict | str | Path) -> RunConfig:
+    """The validated, typed configuration of a dict or a YAML file path (read by
+    :func:`daskflow.config_input.read`); a :class:`RunConfig` is returned as it is (it was validated)."""
     from daskflow import settings
 
     settings.check()  # daskflow's dask keys too: refused here, before any cluster starts
+    if isinstance(source, RunConfig):
+        return source
     if isinstance(source, (str, Path)):
         source = read(source)
-    return validate(source)
+    return _validated(source)[1]
+
+
+def updated(config: RunConfig, **sections: dict) -> RunConfig:
+    """``config`` with the keys of each given section replaced (``time={"dt": 0.1}``), validated again."""
+    plain = config.to_dict()
+    for name, values in sections.items():
+        if name not in plain:
+            _fail(name, unknown_key(name, plain))
+        plain[name] = {**plain[name], **values}
+    return load(plain)

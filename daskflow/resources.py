@@ -37,6 +37,10 @@ step holds about 145 bytes per point in float64 (the README's measurement).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from daskflow.run_config import RunConfig
 
 STEP_WORDS = 22
 PTDMA_XYZ_WORDS = 40
@@ -58,21 +62,21 @@ def host_memory() -> int:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
-def _pencils(cfg: dict) -> tuple[int, int]:
+def _pencils(cfg: RunConfig) -> tuple[int, int]:
     """``solver.pencils``; for ``auto`` y-slabs over the workers the autotuner will have (one in process)."""
-    pencils = cfg["solver"]["pencils"]
+    pencils = cfg.solver.pencils
     if pencils != "auto":
         return int(pencils[0]), int(pencils[1])
-    c = cfg["cluster"]
-    jobs = c["nodes"] * c["gpus_per_node"] if c["kind"] in JOBQUEUE_KINDS else 1
-    return (1, 1) if c["kind"] == "none" else (int(c["workers"] or jobs), 1)
+    c = cfg.cluster
+    jobs = c.nodes * c.gpus_per_node if c.kind in JOBQUEUE_KINDS else 1
+    return (1, 1) if c.kind == "none" else (int(c.workers or jobs), 1)
 
 
-def step_words(cfg: dict) -> int:
+def step_words(cfg: RunConfig) -> int:
     """Words per point a time step holds at its peak (see the module docstring)."""
     pz = _pencils(cfg)[1]
-    xyz_ptdma = (cfg["time"]["implicit_diffusion"] == "xyz" and cfg["solver"]["poisson"] != "ftm"
-                 and (pz > 1 or cfg["solver"]["pencils"] == "auto"))
+    xyz_ptdma = (cfg.time.implicit_diffusion == "xyz" and cfg.solver.poisson != "ftm"
+                 and (pz > 1 or cfg.solver.pencils == "auto"))
     return PTDMA_XYZ_WORDS if xyz_ptdma else STEP_WORDS
 
 
@@ -83,14 +87,14 @@ def pencil_points(shape, pencils) -> int:
     return (nx + 2) * (math.ceil(ny / py) + 2) * (math.ceil(nz / pz) + 2)
 
 
-def worker_bytes(cfg: dict) -> int:
+def worker_bytes(cfg: RunConfig) -> int:
     """Bytes one worker (one pencil) needs at the peak of a time step."""
-    return step_words(cfg) * ITEMSIZE[cfg["solver"]["dtype"]] * pencil_points(cfg["grid"]["shape"], _pencils(cfg))
+    return step_words(cfg) * ITEMSIZE[cfg.solver.dtype] * pencil_points(cfg.grid.shape, _pencils(cfg))
 
 
-def setup_bytes(cfg: dict) -> int:
+def setup_bytes(cfg: RunConfig) -> int:
     """Bytes the process that creates the simulation needs to build the initial fields."""
-    nx, ny, nz = (int(n) for n in cfg["grid"]["shape"])
+    nx, ny, nz = (int(n) for n in cfg.grid.shape)
     return SETUP_BYTES * nx * ny * nz
 
 
@@ -98,38 +102,37 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB ({int(n)} bytes)"
 
 
-def _refuse(cfg: dict, need: int, where: str, have: int, source: str) -> None:
-    fraction = cfg["solver"]["max_memory_fraction"]
-    g = cfg["grid"]
-    raise ValueError(f"config grid.shape: {g['shape']} in {cfg['solver']['dtype']} needs about {_gib(need)} "
+def _refuse(cfg: RunConfig, need: int, where: str, have: int, source: str) -> None:
+    fraction = cfg.solver.max_memory_fraction
+    raise ValueError(f"config grid.shape: {list(cfg.grid.shape)} in {cfg.solver.dtype} needs about {_gib(need)} "
                      f"{where}; {source} is {_gib(have)}, of which solver.max_memory_fraction {fraction} allows "
                      f"{_gib(fraction * have)} (a smaller grid, more workers of a job queue, or "
                      "solver.max_memory_fraction: null to skip this check)")
 
 
-def needs(cfg: dict, host: int) -> list[tuple[int, str, int, str]]:
+def needs(cfg: RunConfig, host: int) -> list[tuple[int, str, int, str]]:
     """``(bytes needed, for what, bytes available, of what)`` for every comparison the cluster kind
     allows (see the module docstring), the time step first."""
-    kind, c = cfg["cluster"]["kind"], cfg["cluster"]
+    c = cfg.cluster
     py, pz = _pencils(cfg)
     out = []
-    if kind in LOCAL_KINDS and cfg["solver"]["device"] != "gpu":  # auto may run on the CPU: counted
+    if c.kind in LOCAL_KINDS and cfg.solver.device != "gpu":  # auto may run on the CPU: counted
         out.append((py * pz * worker_bytes(cfg), f"for a time step on {py} x {pz} pencils on this host", host,
                     "this host's memory"))
-    elif kind in JOBQUEUE_KINDS:
+    elif c.kind in JOBQUEUE_KINDS:
         from dask.utils import parse_bytes
 
         out.append((worker_bytes(cfg), f"per worker for a time step on {py} x {pz} pencils",
-                    parse_bytes(c["memory"]) // c["gpus_per_node"],
-                    f"cluster.memory {c['memory']} over cluster.gpus_per_node {c['gpus_per_node']} workers"))
+                    parse_bytes(c.memory) // c.gpus_per_node,
+                    f"cluster.memory {c.memory} over cluster.gpus_per_node {c.gpus_per_node} workers"))
     out.append((setup_bytes(cfg), "to build the initial fields in this process", host, "this host's memory"))
     return out
 
 
-def check(cfg: dict, host: int | None = None) -> None:
+def check(cfg: RunConfig, host: int | None = None) -> None:
     """Refuse a validated configuration whose run cannot fit (see the module docstring); ``host``
     overrides this host's memory (bytes)."""
-    fraction = cfg["solver"]["max_memory_fraction"]
+    fraction = cfg.solver.max_memory_fraction
     if fraction is None:
         return
     for need, what, have, source in needs(cfg, host_memory() if host is None else host):

@@ -21,15 +21,16 @@ own coordinates (:mod:`daskflow.ns.placement`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from daskflow.backend import cupy_or_none, to_numpy
-from daskflow.config import load
-from daskflow.grid import Grid
+from daskflow.config import load, updated
 from daskflow.ns import boundaries as nsb
 from daskflow.ns import initial
 from daskflow.ns.distributed import WorkerLost, WorkerPencils, removed_workers, worker_device
@@ -39,35 +40,35 @@ from daskflow.ns.placement import COMPONENTS
 from daskflow.ns.stepper import State, Stepper
 from daskflow.pencils.graph import live_workers
 from daskflow.pencils.layout import pencil_chunks
+from daskflow.run_config import RunConfig
 
 __all__ = ["Simulation", "WorkerLost", "check", "check_restart", "removed_workers"]
 
 
-def check(config: dict) -> None:
+def check(config: RunConfig) -> None:
     """Everything a configuration implies that :func:`daskflow.config.load` cannot see alone (grid,
     boundaries, forcing, decomposition), without starting anything; raises ``ValueError`` naming the
     setting."""
     from daskflow.bc import Boundaries
     from daskflow.poisson.plan import SpectralPlan
 
-    g = config["grid"]
-    grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
+    grid = config.grid.mesh
     try:
-        bcs = nsb.build(config["boundaries"])
+        bcs = nsb.build(config.boundaries)
     except ValueError as exc:
         raise ValueError(f"config {exc}") from exc
-    kind = config["physics"]["forcing"]["kind"]
+    kind = config.physics.forcing.kind
     if kind != "none" and not bcs.periodic(0):
         raise ValueError(f"config physics.forcing.kind: {kind!r} needs a periodic x direction")
-    if config["initial"]["kind"] == "checkpoint":
-        _check_initial_checkpoint(config["initial"]["path"], grid.shape)
-    s = config["solver"]
-    pencils = (1, 1) if s["pencils"] == "auto" else tuple(s["pencils"])  # auto: [1, 1] fits every valid grid
-    methods = ("ptdma", "ftm") if s["poisson"] == "auto" else (s["poisson"],)
+    if config.initial.kind == "checkpoint":
+        _check_initial_checkpoint(config.initial.path, grid.shape)
+    s = config.solver
+    pencils = (1, 1) if s.pencils == "auto" else s.pencils  # auto: [1, 1] fits every valid grid
+    methods = ("ptdma", "ftm") if s.poisson == "auto" else (s.poisson,)
     errors = []
     for method in methods:  # poisson: auto needs one method that fits
         try:
-            SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, method, pencils, np.dtype(s["dtype"]))
+            SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, method, pencils, np.dtype(s.dtype))
             return
         except ValueError as exc:
             errors.append(exc)
@@ -90,23 +91,21 @@ RESTART_FIXED = (("grid", "shape"), ("grid", "lengths"), ("grid", "z_stretch"), 
                  ("boundaries",), ("physics", "nu"), ("solver", "dtype"))  # what a restart may not change
 
 
-def check_restart(store_path: str, config: dict) -> None:
+def check_restart(store_path: str, config: RunConfig) -> None:
     """Refuse a restart of ``store_path`` with ``config`` (a loaded configuration) that would not
     continue the same flow, naming the setting and both values, or that asks for output the store
-    has no place for."""
+    has no place for. The store holds the configuration as a dict: it is compared with ``config``'s."""
     from daskflow.io import store
 
-    stored = store.root_config(store_path)
+    stored, plain = store.root_config(store_path), config.to_dict()
     for path in RESTART_FIXED:
-        old, new = stored, config
+        old, new = stored, plain
         for key in path:
             old, new = old[key], new[key]
         if old != new:
             raise ValueError(f"restart: config {'.'.join(path)} is {new!r}, the store's run has {old!r}; a restart "
                              "continues the same flow: only the decomposition, cluster, time and output may change")
-    g = config["grid"]
-    grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
-    unmatched = store.unmatched_slices(store_path, config["output"]["slices"], grid)
+    unmatched = store.unmatched_slices(store_path, plain["output"]["slices"], config.grid.mesh)
     if unmatched:
         raise ValueError(f"config output.slices: the store has no slices along {', '.join(unmatched)} at these "
                          "planes (it was created without them, or with others); restart with the store's slices, "
@@ -114,37 +113,37 @@ def check_restart(store_path: str, config: dict) -> None:
 
 
 class Simulation:
-    """An incompressible DNS configured by ``config`` (dict or YAML path)."""
+    """An incompressible DNS configured by ``config``: a :class:`~daskflow.run_config.RunConfig`, a dict
+    or a YAML path (validated by :func:`daskflow.config.load`); ``self.config`` is the ``RunConfig``."""
 
-    def __init__(self, config: dict | str, client=None, _restart: bool = False, _stored_solver=None) -> None:
+    def __init__(self, config: RunConfig | dict | str | Path, client=None, _restart: bool = False,
+                 _stored_solver=None) -> None:
         self.config = load(config)
         check(self.config)
         self.autotune = None  # the AutotuneResult when solver.pencils or solver.poisson was auto
-        if "auto" in (self.config["solver"]["pencils"], self.config["solver"]["poisson"]):
+        if "auto" in (self.config.solver.pencils, self.config.solver.poisson):
             self._resolve_auto(client, _stored_solver)
         cfg = self.config
-        g = cfg["grid"]
-        self.grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
-        self.boundaries = nsb.build(cfg["boundaries"])
-        device = cfg["solver"]["device"]
+        self.grid = cfg.grid.mesh
+        self.boundaries = nsb.build(cfg.boundaries)
+        device = cfg.solver.device
         gpu = cupy_or_none() if device in ("auto", "gpu") else None
         if device == "gpu" and gpu is None:
             raise ValueError("config solver.device: 'gpu' needs CuPy and a CUDA device")
         self.xp = gpu or np
         self.client = client
-        s = cfg["solver"]
+        s = cfg.solver
         if client is not None:
             self.xp = np  # the host view of the fields (the workers hold them: set() and restarts place them there)
-        zeros = [self.xp.zeros(self.grid.shape, dtype=s["dtype"], order="F") for _ in range(4)]
+        zeros = [self.xp.zeros(self.grid.shape, dtype=s.dtype, order="F") for _ in range(4)]
         self.state = State(*zeros)
-        output = cfg["output"]
-        self.store = output["store"]
+        self.store = cfg.output.store
         self._local: LocalPencils | None = None  # in process: made at the first use
         self._cluster: WorkerPencils | None = None  # on a cluster: made below
         self._flow_plan = self._make_plan("cpu" if self.xp is np else "gpu")
         if client is not None:
             self._flow_plan = self._make_plan(worker_device(client, device))
-            self._cluster = WorkerPencils(client, self._flow_plan, cfg["cluster"]["comm"], self.store)
+            self._cluster = WorkerPencils(client, self._flow_plan, cfg.cluster.comm, self.store)
         if _restart:
             self._load_checkpoint()
         else:
@@ -153,7 +152,7 @@ class Simulation:
                 from daskflow.io import store
                 from daskflow.version import __version__
 
-                store.create(self.store, self.config, self.grid, pencil_chunks(self.grid.shape, s["pencils"]),
+                store.create(self.store, self.config, self.grid, pencil_chunks(self.grid.shape, s.pencils),
                              __version__, first_step=self.state.step)
         # the step this run started from (time.steps counts from it, restarts included)
         self.first_step = self._first_step() if _restart else self.state.step
@@ -161,7 +160,7 @@ class Simulation:
             from daskflow.io import store
 
             store.record_exchanges(self.store, self._cluster.comm, len(self._cluster.workers))
-        if not _restart and self.store is not None and output["fields_every"]:
+        if not _restart and self.store is not None and cfg.output.fields_every:
             self._initial_fields()
 
     def _initial_fields(self) -> None:
@@ -191,29 +190,29 @@ class Simulation:
         autotuner's (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``)."""
         from daskflow import autotune
 
-        s = self.config["solver"]
+        s = self.config.solver
         workers = 1 if client is None else len(live_workers(client))
         if stored is not None and stored["pencils"] != "auto" and stored["poisson"] != "auto":
             same_shape = stored["pencils"][0] * stored["pencils"][1] == workers
-            if same_shape and s["pencils"] in ("auto", stored["pencils"]):
-                s["pencils"] = list(stored["pencils"])
-                if s["poisson"] == "auto":
-                    s["poisson"] = stored["poisson"]
-                self.autotune = autotune.AutotuneResult(tuple(s["pencils"]), s["poisson"],
+            if same_shape and s.pencils in ("auto", tuple(stored["pencils"])):
+                poisson = stored["poisson"] if s.poisson == "auto" else s.poisson
+                self.autotune = autotune.AutotuneResult(tuple(stored["pencils"]), poisson,
                                                         note="kept from the checkpoint: same cluster shape")
+                self._choose(self.autotune)
                 return
-        g = self.config["grid"]
-        grid = Grid(tuple(g["shape"]), tuple(g["lengths"]), g["z_stretch"], g["z_cluster"])
-        device = s["device"]
-        if device == "gpu" and client is None and cupy_or_none() is None:
+        if s.device == "gpu" and client is None and cupy_or_none() is None:
             raise ValueError("config solver.device: 'gpu' needs CuPy and a CUDA device")
         try:
-            result = autotune.autotune(grid, nsb.build(self.config["boundaries"]).p, s["dtype"], client,
-                                       s["pencils"], s["poisson"], device)
+            self.autotune = autotune.autotune(self.config.grid.mesh, nsb.build(self.config.boundaries).p, s.dtype,
+                                              client, s.pencils, s.poisson, s.device)
         except ValueError as exc:
             raise ValueError(f"config {exc}") from exc
-        s["pencils"], s["poisson"] = list(result.pencils), result.method
-        self.autotune = result
+        self._choose(self.autotune)
+
+    def _choose(self, result) -> None:
+        """``self.config`` with the decomposition and pressure solver of an :class:`AutotuneResult`."""
+        solver = dataclasses.replace(self.config.solver, pencils=tuple(result.pencils), poisson=result.method)
+        self.config = dataclasses.replace(self.config, solver=solver)
 
     def _load_checkpoint(self) -> None:
         from daskflow.io import store
@@ -260,12 +259,12 @@ class Simulation:
         from daskflow.poisson.plan import SpectralPlan
 
         cfg = self.config
-        s, physics = cfg["solver"], cfg["physics"]
-        pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s["poisson"],
-                                tuple(s["pencils"]), np.dtype(s["dtype"]))
-        return FlowPlan(self.grid, self.boundaries, physics["nu"], physics["forcing"],
-                        cfg["time"]["implicit_diffusion"], cfg["time"], pressure, device,
-                        cfg["output"] if self.store else None, s["z_solve"], physics["advection"])
+        s, physics = cfg.solver, cfg.physics
+        pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s.poisson,
+                                s.pencils, np.dtype(s.dtype))
+        return FlowPlan(self.grid, self.boundaries, physics.nu, physics.forcing.to_dict(),
+                        cfg.time.implicit_diffusion, cfg.time.to_dict(), pressure, device,
+                        cfg.output.to_dict() if self.store else None, s.z_solve, physics.advection)
 
     # ------------------------------------------------------------------ where the pencils are
 
@@ -297,7 +296,7 @@ class Simulation:
 
     def _array(self, values) -> Any:
         """A Fortran-ordered copy on the simulation's device (the caller's array is never kept)."""
-        return self.xp.array(values, dtype=self.config["solver"]["dtype"], order="F", copy=True)
+        return self.xp.array(values, dtype=self.config.solver.dtype, order="F", copy=True)
 
     def set(self, **fields: Any) -> None:
         """Set ``u, v, w, p`` from arrays ``(nx, ny, nz)`` or functions ``f(x, y, z)`` evaluated at
@@ -339,11 +338,11 @@ class Simulation:
         """The initial condition of ``config.initial``: evaluated by every participant on its own
         pencil, or the fields and clock of another run's checkpoint (on a cluster, read by the
         workers, each its own pencil: no field passes through the client)."""
-        ini = self.config["initial"]
-        if ini["kind"] == "checkpoint":  # fields and clock of another run (a new run, its own store)
-            self._start_from(*self._read_checkpoint(ini["path"]))
+        ini = self.config.initial
+        if ini.kind == "checkpoint":  # fields and clock of another run (a new run, its own store)
+            self._start_from(*self._read_checkpoint(ini.path))
             return
-        self._pencils_here.initialize(self.state, ini)
+        self._pencils_here.initialize(self.state, ini.to_dict())
 
     def _dask(self, name: str):
         """Field ``name`` as a Dask array in x-pencil chunks (from the workers' pencils when the
@@ -352,9 +351,9 @@ class Simulation:
 
         cluster = self._cluster
         if cluster is None or cluster.pencils is None:
-            chunks = pencil_chunks(self.grid.shape, self.config["solver"]["pencils"])
+            chunks = pencil_chunks(self.grid.shape, self.config.solver.pencils)
             return da.from_array(getattr(self.state, name), chunks=chunks, asarray=False)
-        return cluster.field(name, self.config["solver"]["dtype"], f"daskflow-{name}-{id(self)}-{cluster.runs}")
+        return cluster.field(name, self.config.solver.dtype, f"daskflow-{name}-{id(self)}-{cluster.runs}")
 
     @property
     def u(self):
@@ -401,20 +400,27 @@ class Simulation:
         ``time.end_time`` when set); the last step is shortened to land on ``until``. ``stop``:
         polled while the run goes on; once it returns True the run ends after the current step
         (every pencil at the same step)."""
-        t = self.config["time"]
-        until = until if until is not None else (t["end_time"] if steps is None else None)
-        steps = steps if steps is not None else (None if until is not None else t["steps"])
+        t = self.config.time
+        until = until if until is not None else (t.end_time if steps is None else None)
+        steps = steps if steps is not None else (None if until is not None else t.steps)
         if self._cluster is None:
             self._pencils_here.advance(self.state, steps, until, stop)
         else:
-            self._cluster.advance(self.state, steps, until, stop, self.config["cluster"]["max_failures"],
-                                  self._recover)
+            self._cluster.advance(self.state, steps, until, stop, self.config.cluster.max_failures, self._recover)
         return self
+
+    def set_time(self, **values: Any) -> None:
+        """Change ``time`` settings (``dt``, ``cfl``, ``dt_max``, ``steps``, ``end_time``) for the runs that
+        follow, validated as a configuration is: ``sim.set_time(dt=0.01)``."""
+        self.config = updated(self.config, time=values)
+        self._flow_plan.time = self.config.time.to_dict()
+        if self._cluster is not None:
+            self._cluster.place_plans()
 
     def _recover(self, lost: Exception) -> None:
         """After a worker loss: wait for replacement workers, reload the last checkpoint, re-place
         the pencils (the next run continues from there)."""
-        if self.store is None or not self.config["output"]["checkpoint_every"]:
+        if self.store is None or not self.config.output.checkpoint_every:
             raise RuntimeError(f"daskflow: {lost}; no checkpoints are written (output.checkpoint_every), so the "
                                "run cannot recover") from lost
         self._cluster.rejoin()
@@ -434,7 +440,7 @@ class Simulation:
             return
         from daskflow.io import store
 
-        fields = bool(self.config["output"]["fields_every"]) and store.last_step(self.store, "fields") != self.step
+        fields = bool(self.config.output.fields_every) and store.last_step(self.store, "fields") != self.step
         slot = store.current_slot(self.store)
         checkpoint = slot is None or (store.read_clock(self.store, slot) or {}).get("step") != self.step
         if not (fields or checkpoint):

@@ -134,11 +134,11 @@ def test_simulation_in_process_resolves_auto(tmp_path, cache_dir):
            "solver": {"pencils": "auto", "poisson": "auto"}, "time": {"steps": 1},
            "output": {"store": str(tmp_path / "s.zarr"), "checkpoint_every": 1}}
     sim = Simulation(cfg)
-    assert sim.config["solver"]["pencils"] == [1, 1] and sim.config["solver"]["poisson"] == "ptdma"
+    assert sim.config.solver.pencils == (1, 1) and sim.config.solver.poisson == "ptdma"
     assert store.root_config(str(tmp_path / "s.zarr"))["solver"]["pencils"] == [1, 1]  # concrete in the store
     sim.run(1)
     again = Simulation.restart(str(tmp_path / "s.zarr"), solver={"pencils": "auto", "poisson": "auto"})
-    assert again.config["solver"]["pencils"] == [1, 1] and "checkpoint" in again.autotune.note
+    assert again.config.solver.pencils == (1, 1) and "checkpoint" in again.autotune.note
 
 
 def test_daskflow_run_with_auto(tmp_path):

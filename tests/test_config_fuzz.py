@@ -42,7 +42,7 @@ def test_loader_never_raises_anything_but_value_error(mutations, junk, complete)
     except ValueError as exc:
         assert str(exc).startswith(("config", "boundaries"))
         return
-    assert set(out) == set(DEFAULTS)
+    assert set(out.to_dict()) == set(DEFAULTS)
 
 
 @pytest.mark.parametrize("bad", [[], "grid", 3, None])

@@ -40,7 +40,7 @@ def test_store_layout_opens_with_xarray(tmp_path):
     sim = Simulation(_config(path)).run(steps=6)
     g = sim.grid
     root = json.loads(json.dumps(__import__("zarr").open_group(str(path), mode="r").attrs.asdict()))
-    assert root["config"] == sim.config and root["grid"]["shape"] == list(g.shape)
+    assert root["config"] == sim.config.to_dict() and root["grid"]["shape"] == list(g.shape)
     fields = _open(path, "fields")
     assert fields["u"].dims == ("time", "xf", "y", "z") and fields["w"].dims == ("time", "x", "y", "zf")
     assert fields["v"].dims == ("time", "x", "yf", "z") and fields["p"].dims == ("time", "x", "y", "z")

@@ -243,8 +243,9 @@ def test_local_workers_keep_freed_memory():
 
     from daskflow import cluster
     from daskflow.config import DEFAULTS
+    from daskflow.run_config import ClusterConfig
 
-    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None}
+    section = ClusterConfig.from_dict({**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None})
     os.environ["MALLOC_TRIM_THRESHOLD_"] = "65536"  # what an earlier cluster's nanny leaves behind
     before = dask.config.get("distributed.nanny.pre-spawn-environ")
     try:
@@ -264,6 +265,7 @@ def test_workers_of_an_owned_cluster_ignore_group_signals_also_after_a_restart()
 
     from daskflow import cluster
     from daskflow.config import DEFAULTS
+    from daskflow.run_config import ClusterConfig
 
     def handlers():
         return tuple(int(signal.getsignal(s)) if isinstance(signal.getsignal(s), int) else -1
@@ -271,7 +273,7 @@ def test_workers_of_an_owned_cluster_ignore_group_signals_also_after_a_restart()
 
     ignored = (int(signal.SIG_IGN),) * 2
     mine = handlers()
-    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None}
+    section = ClusterConfig.from_dict({**DEFAULTS["cluster"], "kind": "local", "dashboard_address": None})
     with cluster.start(section, 1) as client:
         before = client.run(handlers)
         pids = client.run(os.getpid)
@@ -339,8 +341,9 @@ def test_the_dashboard_link_of_the_embedded_cluster_serves_the_dashboard():
 
     from daskflow import cluster
     from daskflow.config import DEFAULTS
+    from daskflow.run_config import ClusterConfig
 
-    section = {**DEFAULTS["cluster"], "kind": "local", "dashboard_address": "127.0.0.1:0"}
+    section = ClusterConfig.from_dict({**DEFAULTS["cluster"], "kind": "local", "dashboard_address": "127.0.0.1:0"})
     with cluster.start(section, 1) as client:
         assert client.dashboard_link.startswith("https://")
         context = ssl.create_default_context(cadata=client.security.tls_ca_file)  # the cluster's temporary CA

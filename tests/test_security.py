@@ -26,6 +26,7 @@ from daskflow.backend import to_numpy
 from daskflow.config import DEFAULTS, load
 from daskflow.grid import Grid
 from daskflow.poisson.distributed import home_chunks
+from daskflow.run_config import ClusterConfig
 from tests.helpers import CHANNEL
 
 pytest.importorskip("cryptography")
@@ -33,8 +34,8 @@ pytest.importorskip("cryptography")
 UNSECURED = "carries no TLS"  # the warning of an embedded cluster without TLS that was not asked for
 
 
-def _section(**settings) -> dict:
-    return {**DEFAULTS["cluster"], "kind": "local", **settings}
+def _section(**settings) -> ClusterConfig:
+    return ClusterConfig.from_dict({**DEFAULTS["cluster"], "kind": "local", **settings})
 
 
 @contextlib.contextmanager
@@ -197,12 +198,12 @@ def test_job_script_carries_the_tls_options(tmp_path, kind):
     pytest.importorskip("dask_jobqueue")
     files = _pem_files(tmp_path)
     cfg = load({**CHANNEL, "cluster": {"kind": kind, "tls": files}})
-    script = cluster.job_script(cfg["cluster"])
+    script = cluster.job_script(cfg.cluster)
     assert "dask_cuda.cli tls://SCHEDULER-ADDRESS:8786" in script and "--protocol tls" in script
     for option, name in (("--tls-ca-file", "ca_file"), ("--tls-cert", "cert"), ("--tls-key", "key")):
         assert f"{option} {files[name]}" in script
     assert f"export DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT={files['cert']}" in script
-    plain = cluster.job_script(load({**CHANNEL, "cluster": {"kind": kind}})["cluster"])
+    plain = cluster.job_script(load({**CHANNEL, "cluster": {"kind": kind}}).cluster)
     assert "--tls-" not in plain and "tcp://SCHEDULER-ADDRESS" in plain
 
 

@@ -92,6 +92,7 @@ from daskflow.io.records import (
     truncate_after,
     unmatched_slices,
 )
+from daskflow.run_config import RunConfig
 
 __all__ = [
     "CHUNK_BYTES", "CREATED_HERE", "FIELD_DIMS", "LONG_NAMES", "PROFILES_CENTRES", "PROFILES_FACES", "SCALARS",
@@ -135,8 +136,9 @@ def checkpoint_chunks(pencil_chunks: tuple) -> tuple[int, int]:
     return tuple(int(np.gcd.reduce(np.asarray(sizes))) for sizes in pencil_chunks[1:])
 
 
-def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int = 0) -> None:
-    """Create the store (fails if ``path`` exists: a run never overwrites earlier output);
+def create(path: str, config: RunConfig, grid: Grid, pencil_chunks: tuple, version: str, first_step: int = 0) -> None:
+    """Create the store of a run of ``config`` on ``grid`` (its ``config.to_dict()`` in the root
+    attributes). Fails if ``path`` exists: a run never overwrites earlier output;
     ``first_step`` is the step of the run's initial state (non-zero when it starts from another
     run's checkpoint). A local store is built beside ``path`` and renamed into place once complete,
     so an interrupted creation never leaves a half-made store behind."""
@@ -159,13 +161,13 @@ def create(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
 CREATED_HERE: set[str] = set()
 
 
-def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: str, first_step: int) -> None:
+def _build(path: str, config: RunConfig, grid: Grid, pencil_chunks: tuple, version: str, first_step: int) -> None:
     root = zarr.open_group(path, mode="w-", use_consolidated=False)
-    root.attrs.update({"config": config, "daskflow_version": version, "first_step": int(first_step),
+    root.attrs.update({"config": config.to_dict(), "daskflow_version": version, "first_step": int(first_step),
                        "grid": {"shape": list(grid.shape), "lengths": list(grid.lengths),
                                 "z_stretch": grid.z_stretch, "z_cluster": grid.z_cluster}})
-    dtype = config["solver"]["dtype"]
-    codecs = compressors(config["output"]["compression"])
+    dtype = config.solver.dtype
+    codecs = compressors(config.output.compression)
     coords = coordinates(grid)
     nx, ny, nz = grid.shape
     itemsize = np.dtype(dtype).itemsize
@@ -193,7 +195,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     for name in SCALARS[1:]:
         scalars.create_array(name, shape=(0,), chunks=(4096,), dtype="f8", dimension_names=["time"],
                              attributes=attributes(name))
-    slices = config["output"].get("slices") or {}
+    slices = config.output.slices.to_dict()
     if slices:
         slice_root = root.create_group("slices")
         for axis_name, planes in slices.items():
@@ -215,7 +217,7 @@ def _build(path: str, config: dict, grid: Grid, pencil_chunks: tuple, version: s
     checkpoint = root.create_group("checkpoint")
     for slot in SLOTS:
         prepare_slot(checkpoint, slot, grid.shape, checkpoint_chunks(pencil_chunks), dtype,
-                     config["output"]["compression"])
+                     config.output.compression)
     commit(path)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from daskflow.bc import BC_PAIRS
+from daskflow.run_config import BoundariesConfig, BoundaryOverride
 
 COMPONENTS = ("u", "v", "w")
 AXES = ("x", "y", "z")
@@ -84,24 +85,27 @@ def pressure_pairs(components: dict) -> tuple[str, str, str]:
     return tuple(out)
 
 
-def build(section: dict) -> FlowBoundaries:
-    """Boundaries from the validated ``boundaries`` config section."""
-    comps = preset(section.get("preset", "channel"))
-    for name in COMPONENTS:
-        override = section.get(name) or {}
-        pairs = list(comps[name]["pairs"])
-        values = [list(v) for v in comps[name]["values"]]
+def build(section: BoundariesConfig | dict) -> FlowBoundaries:
+    """Boundaries from the validated ``boundaries`` config section (typed, or as its dict)."""
+    if isinstance(section, dict):
+        section = BoundariesConfig.from_dict(section)
+    name = section.preset or "channel"
+    comps = preset(name)
+    for c in COMPONENTS:
+        override = getattr(section, c) or BoundaryOverride()
+        pairs = list(comps[c]["pairs"])
+        values = [list(v) for v in comps[c]["values"]]
         for axis, axis_name in enumerate(AXES):
-            if axis_name in override:
-                pairs[axis] = override[axis_name]
-            if f"{axis_name}_values" in override:
-                values[axis] = list(override[f"{axis_name}_values"])
-        comps[name] = {"pairs": tuple(pairs), "values": tuple(tuple(v) for v in values)}
-    p = section.get("p") or {}
+            if getattr(override, axis_name) is not None:
+                pairs[axis] = getattr(override, axis_name)
+            if getattr(override, f"{axis_name}_values") is not None:
+                values[axis] = list(getattr(override, f"{axis_name}_values"))
+        comps[c] = {"pairs": tuple(pairs), "values": tuple(tuple(v) for v in values)}
+    p = section.p or BoundaryOverride()
     p_pairs = list(pressure_pairs(comps))
     for axis, axis_name in enumerate(AXES):
-        if axis_name in p:
-            p_pairs[axis] = p[axis_name]
+        if getattr(p, axis_name) is not None:
+            p_pairs[axis] = getattr(p, axis_name)
     for axis, axis_name in enumerate(AXES):
         periodic = [comps[c]["pairs"][axis] == "PP" for c in COMPONENTS] + [p_pairs[axis] == "PP"]
         if any(periodic) and not all(periodic):
@@ -109,5 +113,4 @@ def build(section: dict) -> FlowBoundaries:
         for c in COMPONENTS:
             if comps[c]["pairs"][axis] not in BC_PAIRS:
                 raise ValueError(f"boundaries.{c}.{axis_name} must be one of {BC_PAIRS}")
-    return FlowBoundaries(*(ComponentBC(**comps[c]) for c in COMPONENTS), tuple(p_pairs),
-                          section.get("preset", "channel"))
+    return FlowBoundaries(*(ComponentBC(**comps[c]) for c in COMPONENTS), tuple(p_pairs), name)

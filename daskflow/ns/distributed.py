@@ -231,13 +231,14 @@ class WorkerPencils:
             raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
                              f"(one pencil per worker); the cluster has {len(self.workers)}")
         ensure_mailboxes(client)
-        self._place_plans()
+        self.place_plans()
         self.comm = choose_comm(client, self.workers, comm, plan.device)  # the exchanges' transport
         self.comm_spec = None  # its communicator (:func:`make_comm` before every run)
         self.pencils: list | None = None
         self.runs = 0
 
-    def _place_plans(self) -> None:
+    def place_plans(self) -> None:
+        """Send :attr:`plan` to every worker (again after it changed, or to new workers)."""
         from daskflow.pencils.graph import scatter_per_worker
 
         self.plans = scatter_per_worker(self.client, self.plan, self.workers)
@@ -359,7 +360,7 @@ class WorkerPencils:
             self.client.wait_for_workers(n, timeout=300)
             self.workers = live_workers(self.client, n)[:n]
             try:
-                self._place_plans()  # new workers have none
+                self.place_plans()  # new workers have none
                 break
             except (KeyError, TimeoutError):  # a worker of that list left (or is paused) again
                 if attempt == 9:

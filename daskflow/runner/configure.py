@@ -4,14 +4,14 @@ overrides, and the checks made before anything starts (``daskflow validate`` pri
 
 from __future__ import annotations
 
-import copy
 import difflib
 import os
 import re
 from pathlib import Path
 
 from daskflow.cluster import job_script
-from daskflow.config import load
+from daskflow.config import load, updated
+from daskflow.run_config import RunConfig
 from daskflow.runner.console import CONSOLE
 
 CLUSTER_KINDS = ("auto", "none", "local", "local-cuda", "slurm", "pbs")  # what --cluster takes besides addresses
@@ -35,31 +35,30 @@ def config_file(name: str) -> str:
                          f"{', '.join(examples)})") from None
 
 
-def run_config(args) -> dict:
+def run_config(args) -> RunConfig:
     """The configuration ``daskflow run`` runs: the file (or shipped example) ``args.config`` names,
     with the command line's overrides, its store checked and everything the simulation will need
     checked before any cluster starts. ``args.config`` becomes the file's path."""
     args.config = config_file(args.config)
-    cfg = load(args.config)
-    _apply_options(cfg, args)
+    cfg = _with_options(load(args.config), args)
     _check_store(cfg, args.restart)
-    cfg = load(copy.deepcopy(cfg))
     from daskflow.simulation import check
 
     check(cfg)  # everything the simulation will need, before any cluster starts
     return cfg
 
 
-def _apply_options(cfg: dict, args) -> None:
-    """Put the command line's ``--cluster`` (a cluster kind, a scheduler address or a scheduler file),
-    ``--steps``, ``--output`` and ``--pencils`` into ``cfg``."""
+def _with_options(cfg: RunConfig, args) -> RunConfig:
+    """``cfg`` with the command line's ``--cluster`` (a cluster kind, a scheduler address or a scheduler
+    file), ``--steps``, ``--output`` and ``--pencils``, validated again."""
+    sections = {}
     if args.cluster is not None:  # --cluster KIND or a scheduler address
         if args.cluster in CLUSTER_KINDS:
-            cfg["cluster"]["kind"] = args.cluster
+            sections["cluster"] = {"kind": args.cluster}
         elif args.cluster.startswith("scheduler-file:"):
-            cfg["cluster"].update(kind="scheduler-file", scheduler_file=args.cluster.split(":", 1)[1])
+            sections["cluster"] = {"kind": "scheduler-file", "scheduler_file": args.cluster.split(":", 1)[1]}
         elif "://" in args.cluster or re.fullmatch(r"[\w.\-\[\]:]+:\d+", args.cluster):
-            cfg["cluster"].update(kind="address", address=args.cluster)
+            sections["cluster"] = {"kind": "address", "address": args.cluster}
         else:
             close = difflib.get_close_matches(args.cluster, CLUSTER_KINDS, n=1)
             guess = f"did you mean {close[0]!r}? " if close else ""
@@ -67,19 +66,19 @@ def _apply_options(cfg: dict, args) -> None:
                              f"{', '.join(CLUSTER_KINDS)}) nor a scheduler address (tcp://HOST:PORT) or "
                              "scheduler-file:PATH")
     if args.steps is not None:
-        cfg["time"]["steps"] = args.steps
-        cfg["time"]["end_time"] = None
+        sections["time"] = {"steps": args.steps, "end_time": None}
     if args.output is not None:
-        cfg["output"]["store"] = args.output
+        sections["output"] = {"store": args.output}
     if args.pencils is not None:
-        cfg["solver"]["pencils"] = list(args.pencils)
+        sections["solver"] = {"pencils": list(args.pencils)}
+    return updated(cfg, **sections) if sections else cfg
 
 
-def _check_store(cfg: dict, restart: bool) -> None:
+def _check_store(cfg: RunConfig, restart: bool) -> None:
     """The store a run writes: one the workers can reach; with ``restart`` an existing one holding a
     checkpoint, writable and made by a matching configuration, else a new one that can be created."""
-    store_path = cfg["output"]["store"]
-    if store_path and str(store_path).startswith("memory://") and cfg["cluster"]["kind"] != "none":
+    store_path = cfg.output.store
+    if store_path and str(store_path).startswith("memory://") and cfg.cluster.kind != "none":
         raise ValueError(f"config output.store: {store_path!r} lives in this process's memory, which the workers "
                          "of a cluster cannot write; use --cluster none, or a path or URL the workers share")
     if restart:
@@ -92,7 +91,7 @@ def _check_store(cfg: dict, restart: bool) -> None:
         _check_writable(store_path, existing=True)
         from daskflow.simulation import check_restart
 
-        check_restart(store_path, load(copy.deepcopy(cfg)))
+        check_restart(store_path, cfg)
     elif store_path:
         from daskflow.io import store
 
@@ -129,16 +128,16 @@ def validate(args) -> int:
     check(cfg)
     from daskflow.io import store
 
-    if cfg["output"]["store"] and not store.exists(cfg["output"]["store"]):
-        _check_writable(cfg["output"]["store"])
-    print(f"{args.config}: valid ({'x'.join(map(str, cfg['grid']['shape']))} cells, "
-          f"pencils {cfg['solver']['pencils']}, output {cfg['output']['store'] or 'none'})")
+    if cfg.output.store and not store.exists(cfg.output.store):
+        _check_writable(cfg.output.store)
+    print(f"{args.config}: valid ({'x'.join(map(str, cfg.grid.shape))} cells, "
+          f"pencils {cfg.to_dict()['solver']['pencils']}, output {cfg.output.store or 'none'})")
     if CONSOLE.verbosity >= 0:  # -q: the verdict only
         print(_resolved(cfg))
     return 0
 
 
-def _resolved(cfg: dict) -> str:
+def _resolved(cfg: RunConfig) -> str:
     """The configuration as a run would use it (every default filled in), and the memory it needs."""
     import yaml
     from dask.utils import format_bytes
@@ -148,7 +147,7 @@ def _resolved(cfg: dict) -> str:
     per_worker, setup = resources.worker_bytes(cfg), resources.setup_bytes(cfg)
     memory = (f"# memory: about {format_bytes(per_worker)} per worker (one pencil) during a time step, on the GPU "
               f"when the run is on GPUs; {format_bytes(setup)} on this host to build the initial fields")
-    return f"{memory}\n{yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None).rstrip()}"
+    return f"{memory}\n{yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None).rstrip()}"
 
 
 def jobscript(args) -> int:
@@ -156,9 +155,8 @@ def jobscript(args) -> int:
     scheduler is ``cluster.address``, or the scheduler file ``cluster.scheduler_file``, else
     ``--scheduler-file`` (default ``CONFIG-scheduler.json`` in the current directory)."""
     args.config = config_file(args.config)
-    section = load(args.config)["cluster"]
-    if getattr(args, "kind", None):
-        section["kind"] = args.kind
+    cfg = load(args.config)
+    section = (updated(cfg, cluster={"kind": args.kind}) if getattr(args, "kind", None) else cfg).cluster
     default = getattr(args, "scheduler_file", None) or f"{Path(args.config).name.removesuffix('.yaml')}-scheduler.json"
     print(job_script(section, scheduler_file=os.path.abspath(default), config=args.config))
     return 0

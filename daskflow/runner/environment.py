@@ -14,6 +14,7 @@ def info(args) -> int:
     from daskflow.cluster import protocol_for
     from daskflow.config import DEFAULTS
     from daskflow.pencils import nccl, ucx
+    from daskflow.run_config import ClusterConfig
     from daskflow.version import __version__
 
     cp = cupy_or_none()
@@ -25,7 +26,7 @@ def info(args) -> int:
     gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
     # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then
     comm = "nccl" if cuda_cluster and gpus > 1 and nccl.available() else "mailbox"
-    protocol = protocol_for(DEFAULTS["cluster"], cuda_cluster)
+    protocol = protocol_for(ClusterConfig.from_dict(DEFAULTS["cluster"]), cuda_cluster)
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,

@@ -12,6 +12,7 @@ import tempfile
 
 from daskflow.cluster import default_workers
 from daskflow.cluster import start as start_cluster
+from daskflow.run_config import RunConfig
 from daskflow.runner.configure import run_config
 from daskflow.runner.console import CONSOLE, describe
 from daskflow.runner.progress import Progress, blow_up, run_header
@@ -66,13 +67,13 @@ def run(args) -> int:
     console = CONSOLE
     opened = console.log_path is None  # this run keeps the log (the CLI's poisson or a caller may have one)
     if opened:
-        path, keep = _log_file(cfg["output"]["store"])
+        path, keep = _log_file(cfg.output.store)
         new_file = not os.path.exists(path)
         console.open_log(path, keep)
     stop = _Stop()
     doing = {"what": "while starting the cluster"}  # where a failure happened, for its message
     try:
-        with start_cluster(cfg["cluster"], _workers(cfg, args.restart), worker_output=console.worker_log(),
+        with start_cluster(cfg.cluster, _workers(cfg, args.restart), worker_output=console.worker_log(),
                            log_level=console.dask_level()) as client:
             code = _run(args, cfg, client, stop, doing)
         stop.done = True  # a signal while the cluster shuts down changes nothing now
@@ -80,7 +81,7 @@ def run(args) -> int:
     except KeyboardInterrupt as interrupt:
         from daskflow.io.output import last_checkpoint
 
-        store = cfg["output"]["store"]
+        store = cfg.output.store
         kept = f"; {last_checkpoint(store)}" if store and stop.running else ""
         console.error(f"daskflow run: {interrupt.args[0] if interrupt.args else 'SIGINT'}: stopped at once{kept}")
         return 130
@@ -89,7 +90,7 @@ def run(args) -> int:
     except Exception as exc:  # noqa: BLE001 - on a worker or here: one line, the traceback in the log
         stop.done = True
         where = doing["what"]
-        store = cfg["output"]["store"]
+        store = cfg.output.store
         if store and stop.running and not describe(exc)[1]:
             from daskflow.io.output import last_checkpoint
 
@@ -100,8 +101,8 @@ def run(args) -> int:
         return 1
     finally:
         stop.restore()
-        if cfg["output"]["store"] and not args.restart and not stop.running:
-            _discard_unstarted(cfg["output"]["store"])
+        if cfg.output.store and not args.restart and not stop.running:
+            _discard_unstarted(cfg.output.store)
         if opened:
             if new_file and not stop.running and not console.failed:
                 console.keep_log = False  # nothing ran (a refused setting, Ctrl-C): no log beside no store
@@ -138,22 +139,23 @@ def _discard_unstarted(store_path: str) -> None:
         fs.rm(root, recursive=True)
 
 
-def _start(args, cfg: dict, client):
+def _start(args, cfg: RunConfig, client):
     from daskflow import Simulation
 
     if client is not None:
         CONSOLE.say(f"daskflow: {len(client.scheduler_info()['workers'])} workers, dashboard {client.dashboard_link}")
     if not args.restart:
         return Simulation(cfg, client)
-    sim = Simulation.restart(cfg["output"]["store"], client=client, **{key: cfg[key] for key in RESTART_SECTIONS})
-    t = cfg["time"]
-    goal = f"t = {t['end_time']:g}" if t["end_time"] is not None else f"step {sim.first_step + t['steps']}"
-    CONSOLE.say(f"daskflow run: restarting {cfg['output']['store']} from step {sim.step}, t = {sim.time:.6g}, running "
+    plain = cfg.to_dict()
+    sim = Simulation.restart(cfg.output.store, client=client, **{key: plain[key] for key in RESTART_SECTIONS})
+    t = cfg.time
+    goal = f"t = {t.end_time:g}" if t.end_time is not None else f"step {sim.first_step + t.steps}"
+    CONSOLE.say(f"daskflow run: restarting {cfg.output.store} from step {sim.step}, t = {sim.time:.6g}, running "
                 f"to {goal}")
     return sim
 
 
-def _run(args, cfg: dict, client, stop: _Stop, doing: dict) -> int:
+def _run(args, cfg: RunConfig, client, stop: _Stop, doing: dict) -> int:
     console = CONSOLE
     doing["what"] = "while setting up the run (initial fields, store)"
     sim = _start(args, cfg, client)
@@ -161,8 +163,8 @@ def _run(args, cfg: dict, client, stop: _Stop, doing: dict) -> int:
         for line in sim.autotune.lines():
             console.say(line)
     console.say(run_header(sim, cfg, console.log_path if console.keep_log else None))
-    until = cfg["time"]["end_time"]
-    last = None if until is not None else sim.first_step + cfg["time"]["steps"]  # time.steps counts from the start
+    until = cfg.time.end_time
+    last = None if until is not None else sim.first_step + cfg.time.steps  # time.steps counts from the start
     segment = args.report_every or max(1, (last - sim.step if last else 200) // 20)
     progress = Progress(sim, last, until)
     if stop.requested():  # during start-up: nothing ran, nothing to keep
@@ -197,16 +199,16 @@ def _reached(sim, until: float) -> bool:
     return sim.time >= until * (1 - 1e-14)
 
 
-def _workers(cfg: dict, restart: bool) -> int:
+def _workers(cfg: RunConfig, restart: bool) -> int:
     """Workers of the embedded cluster: one per pencil; with ``solver.pencils: auto`` the restarted
     checkpoint's pencils (so its decomposition can be kept), else the cluster's default count."""
-    pencils = cfg["solver"]["pencils"]
+    pencils = cfg.solver.pencils
     if pencils != "auto":
         return pencils[0] * pencils[1]
-    if restart and not cfg["cluster"]["workers"]:
+    if restart and not cfg.cluster.workers:
         from daskflow.io import store
 
-        stored = store.root_config(cfg["output"]["store"])["solver"]["pencils"]
+        stored = store.root_config(cfg.output.store)["solver"]["pencils"]
         if stored != "auto":
             return stored[0] * stored[1]
-    return default_workers(cfg["cluster"])
+    return default_workers(cfg.cluster)

@@ -6,20 +6,21 @@ from __future__ import annotations
 import math
 import time
 
+from daskflow.run_config import RunConfig
 from daskflow.runner.console import CONSOLE
 
 CFL_LIMIT = 1.05 * math.sqrt(3)  # RK3's advective stability limit is sqrt(3) (time.cfl = 1 runs at it)
 DIVERGENCE_LIMIT = 1e-6
 
 
-def run_header(sim, cfg: dict, log: str | None = None) -> str:
-    """One line saying what runs: grid, viscosity and Reynolds number, pencils and solver, device,
-    store (and log) and how far."""
-    g, t, s = cfg["grid"], cfg["time"], sim.config["solver"]
-    nu = cfg["physics"]["nu"]
-    goal = f"to t = {t['end_time']:g}" if t["end_time"] is not None else f"to step {sim.first_step + t['steps']}"
-    return (f"daskflow run: {'x'.join(map(str, g['shape']))} cells, lengths {g['lengths']}, nu {nu:g} "
-            f"(1/nu = {1 / nu:.4g}), pencils {s['pencils']} {s['poisson']}, {sim.where}, "
+def run_header(sim, cfg: RunConfig, log: str | None = None) -> str:
+    """One line saying what runs: grid, viscosity and Reynolds number, pencils and solver (as the
+    simulation chose them), device, store (and log) and how far."""
+    g, t, s = cfg.grid, cfg.time, sim.config.solver
+    nu = cfg.physics.nu
+    goal = f"to t = {t.end_time:g}" if t.end_time is not None else f"to step {sim.first_step + t.steps}"
+    return (f"daskflow run: {'x'.join(map(str, g.shape))} cells, lengths {list(g.lengths)}, nu {nu:g} "
+            f"(1/nu = {1 / nu:.4g}), pencils {list(s.pencils)} {s.poisson}, {sim.where}, "
             f"store {sim.store or 'none'}{f' (log {log})' if log else ''}, from step {sim.step} {goal}")
 
 

@@ -410,7 +410,9 @@ def test_solves_in_flight_together_take_turns_on_a_shared_communicator(loopback)
 
 def test_different_solvers_in_flight_together_take_turns_on_the_shared_communicator(loopback):
     """Solvers of other decompositions and methods on the same workers share one communicator: their
-    fused solves, all submitted at once, take turns on every worker as one solver's do."""
+    fused solves, all submitted at once, take turns on every worker as one solver's do. Each solve is
+    submitted twice (the same keys: the second submission is the first solve, which must not be
+    made to wait for itself; that cycle erred its futures, and the next solver then ran beside it)."""
     import dask.array as da
 
     from daskflow import Grid, PoissonSolver

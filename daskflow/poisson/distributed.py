@@ -68,11 +68,13 @@ class ClusterState:
             self.spec = make_comm(client, self.participants, self.comm, self.device)
         return self.spec
 
-    def pending(self, client) -> dict:
+    def pending(self, client, name: str) -> dict:
         """Per worker, the output of the fused work submitted there last (by any solver or
         simulation) while it is still running: the next solve's task there waits for it
-        (:func:`~daskflow.pencils.transport.wait_turn`)."""
-        return wait_turn(client, self.participants)
+        (:func:`~daskflow.pencils.transport.wait_turn`). A solve whose output layer ``name`` is
+        that work (the same right-hand side and solver, submitted again while in flight) is the
+        same tasks: it must not wait for itself, a cycle that would err every future of its keys."""
+        return {w: f for w, f in wait_turn(client, self.participants).items() if f.key[0] != name}
 
     def remember(self, client, out: da.Array, pz: int) -> None:
         """Keep one output block per worker of the solve just submitted (to re-check the
@@ -152,12 +154,17 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
         algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
     if solver.granularity == "fused" and client is not None:
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
-                         state.pending(client))
+                         state.pending(client, solution_layer(token)))
         g.state = state if state.comm != "mailbox" else None
         return g
     ex = DaskExecutor(plan_ref, token, owner)
     out = algorithm(ex, plan, blocks, *extra)
     return SolveGraph(ex.graph, setup, out[(0, 0)][0], ex.placement, workers)
+
+
+def solution_layer(token: str) -> str:
+    """The name of a fused solve's output layer (its keys are ``(name, 0, p, q)``)."""
+    return f"daskflow-solution-{token}"
 
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
@@ -166,7 +173,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
     ``getitem`` per chunk to expose the output blocks as a Dask array (and one tiny ready marker
     per input chunk that every fused task depends on; a worker's task also waits for ``after``
     there, the previous solve's output)."""
-    fused_name, name = f"daskflow-fused-{token}", f"daskflow-solution-{token}"
+    fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
     tasks, placement = {}, {}

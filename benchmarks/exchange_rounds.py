@@ -55,7 +55,7 @@ def record_rounds(sim, steps: int = 1) -> list[dict]:
     original = executor.DirectExecutor.exchange
     me = sim.stepper.domain.member.me
 
-    def exchange(self, blocks, dests, sources, cut, join, extras=()):
+    def exchange(self, blocks, dests, sources, cut, join, extras=(), **options):
         if self.me == me:
             sent = 0
             for d in dests:
@@ -64,7 +64,7 @@ def record_rounds(sim, steps: int = 1) -> list[dict]:
             name = getattr(cut, "__qualname__", str(cut))
             solve = SOLVES.get(self.run_id.split("/", 1)[1], "implicit (Helmholtz)")
             rounds.append({"solve": solve, "stage": name, "what": WHAT.get(name, name), "bytes_sent": sent})
-        return original(self, blocks, dests, sources, cut, join, extras)
+        return original(self, blocks, dests, sources, cut, join, extras, **options)
 
     executor.DirectExecutor.exchange = exchange
     try:

@@ -43,7 +43,6 @@ import time
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -187,11 +186,8 @@ class _ClusterCandidate:
                 for p, q in dec.indices}
         blocks = inputs[tuple(pencils)]
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
-        if method == "ftm" or dec.pz == 1:  # the same choice as the solver's graph and the simulation's domain
-            self.algorithm, extra = partial(algorithms.ftm, head=head, tail=tail), ()
-        else:
-            self.algorithm = partial(algorithms.ptdma, head=head, tail=tail)
-            extra = (state.coefficients, state.factors)
+        self.algorithm, uses_setup = algorithms.for_method(method, dec.pz, head, tail)  # as the solver's graph does
+        extra = (state.coefficients, state.factors) if uses_setup else ()
         self.inputs = {}
         for worker in self.workers:
             mine = [([list(k) for k in d if owner[k] == worker], [v for k, v in d.items() if owner[k] == worker])

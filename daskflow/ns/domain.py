@@ -27,6 +27,8 @@ from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import pencil_chunks, split_slices
 from daskflow.poisson import HelmholtzSolver, PoissonSolver, algorithms, stages
 from daskflow.poisson.plan import SpectralPlan
+from daskflow.zsolve import shared, spectral
+from daskflow.zsolve.choice import PTDMA, ZSolve
 
 REDUCTIONS = {"sum": sum, "max": max}  # how participants' values combine (in chunk order)
 
@@ -316,25 +318,22 @@ class FlowDomain:
     def gathers_reduced_rows(self) -> bool:
         """Whether P-TDMA's reduced systems are solved by every chunk of the group from all its
         boundary rows (one round instead of two; at ``pz = 2`` the same bytes)."""
-        return self.counts[1] <= 2
+        return ZSolve.of(self.poisson_plan.method, self.counts[1]).gathers
 
     def _ptdma_setup(self, plan: SpectralPlan):
-        if plan.method != "ptdma" or plan.decomposition.pz == 1:
+        if ZSolve.of(plan.method, plan.decomposition.pz).kind != PTDMA:
             return ()
         member, xp_name = self.member, self._xp_name()
-        coefficients = {self.key: stages.ptdma_setup(plan, self.key, xp_name)}
+        coefficients = {self.key: spectral.ptdma_setup(plan, self.key, xp_name)}
         if self.gathers_reduced_rows:  # every column of this chunk's x group
-            return coefficients, {self.key: stages.reduced_factor(plan, self.key, xp_name, columns=slice(None))}
+            return coefficients, {self.key: spectral.reduced_factor(plan, self.key, xp_name, columns=slice(None))}
         mine = [k for k in plan.decomposition.reduced_indices() if member.owner(k) == member.me]
-        return coefficients, {k: stages.reduced_factor(plan, k, xp_name) for k in mine}
+        return coefficients, {k: spectral.reduced_factor(plan, k, xp_name) for k in mine}
 
     def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup):
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
-        if setup:
-            out = algorithms.ptdma(executor, plan, {self.key: rhs}, *setup, head=head, tail=tail,
-                                   gather=self.gathers_reduced_rows)
-        else:
-            out = algorithms.ftm(executor, plan, {self.key: rhs}, head=head, tail=tail)
+        out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail,
+                               gather=self.gathers_reduced_rows)
         # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
         return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
 
@@ -356,7 +355,7 @@ class FlowDomain:
             return array_module(increment).zeros_like(increment)
         bc = self.bcs.components[component]
         if self.single:
-            solver = implicit.cached(self._helmholtz, (component, alpha), lambda: self._local_solver(
+            solver = shared.cached(self._helmholtz, (component, alpha), lambda: self._local_solver(
                 HelmholtzSolver, bc.pairs, bc.stagger(component), alpha))
             return solver.solve(_fortran(increment))
 
@@ -367,7 +366,7 @@ class FlowDomain:
             self._solves += 1
             return plan, self.member.executor(plan, f"h{self._solves}"), self._ptdma_setup(plan)
 
-        plan, executor, setup = implicit.cached(self._helmholtz, (component, alpha), build)
+        plan, executor, setup = shared.cached(self._helmholtz, (component, alpha), build)
         return self._spectral_solve(plan, executor, increment, setup)
 
     @property
@@ -382,7 +381,7 @@ class FlowDomain:
         of this column group, all components in the same exchange rounds; in place.
 
         ``solver.z_solve: direct`` (default) works on the x-pencils as they are
-        (:func:`daskflow.ns.implicit.solve_distributed`: no full-field transpose). ``transpose``
+        (:func:`daskflow.zsolve.shared.solve_distributed`: no full-field transpose). ``transpose``
         first transposes the fields x->y (y-pencils split in x) and back afterwards, the two-step
         path of the seed code, kept to measure what the direct path saves."""
         todo = {c: a for c, a in increments.items() if not implicit.no_unknowns(self.bcs, self.grid, c, (2,))}
@@ -392,7 +391,7 @@ class FlowDomain:
         if transpose:
             todo = {c: self._x_to_y(a) for c, a in todo.items()}
         operators = {c: implicit.scaled_z_operator(self.bcs, self.grid, c, alpha) for c in todo}
-        solved = implicit.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators, alpha)
+        solved = shared.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators, alpha)
         if transpose:
             solved = {c: self._y_to_x(a) for c, a in solved.items()}
         return {**increments, **solved}

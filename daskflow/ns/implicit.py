@@ -1,7 +1,6 @@
 """Implicit diffusion along z: ``(I - alpha L_z) x = b`` for every (x, y) column of a velocity
 component. This module knows the velocity's operators; the solves, in one pencil or across the
 ``pz`` pencils of a column group, are the shared-matrix z solves of :mod:`daskflow.zsolve.shared`
-(re-exported here: :func:`solve_distributed`, and :func:`cached` for the solvers of a substep).
 """
 
 from __future__ import annotations
@@ -10,9 +9,6 @@ from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.ns.boundaries import FlowBoundaries
 from daskflow.stencils import Tridiagonal
-from daskflow.zsolve.shared import cached, solve_distributed
-
-__all__ = ["cached", "no_unknowns", "scaled_z_operator", "solve_distributed"]
 
 
 def scaled_z_operator(bcs: FlowBoundaries, grid: Grid, component: int, alpha: float) -> Tridiagonal:

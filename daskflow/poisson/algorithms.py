@@ -17,6 +17,8 @@ one runs is :class:`~daskflow.zsolve.choice.ZSolve`'s choice; the z solves thems
 
 from __future__ import annotations
 
+from functools import partial
+
 from daskflow.pencils.layout import assemble, cut
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
@@ -133,6 +135,14 @@ def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dic
     x group (``factors[(p, q)]``), solved by every chunk from all the group's boundary rows
     (:func:`~daskflow.zsolve.spectral.exchange_rows`)."""
     return solve(ex, plan, blocks, PTDMA, (coefficients, factors), head, tail, gather)
+
+
+def for_method(method: str, pz: int, head=(), tail=()) -> tuple:
+    """The algorithm ``(ex, plan, blocks, *setup)`` a solve by ``method`` runs on ``pz`` z-chunks
+    (:class:`ZSolve`), and whether it takes P-TDMA's ``(coefficients, factors)`` as ``setup``."""
+    if ZSolve.of(method, pz).kind == PTDMA:
+        return partial(ptdma, head=head, tail=tail), True
+    return partial(ftm, head=head, tail=tail), False
 
 
 def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from functools import partial
 
 import dask
 import dask.array as da
@@ -28,6 +27,8 @@ from daskflow.pencils.graph import DaskExecutor, live_workers, placement_annotat
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
 from daskflow.pencils.transport import CommSpec, choose_comm, make_comm, took_turn, wait_turn
 from daskflow.poisson import algorithms, stages
+from daskflow.zsolve import spectral
+from daskflow.zsolve.choice import PTDMA, ZSolve
 
 
 def home_chunks(solver) -> tuple[tuple[int, ...], ...]:
@@ -102,9 +103,9 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     if solver.granularity == "fused":
         comm = choose_comm(client, participants, solver.comm, device, setting=f"{type(solver).__name__} comm")
     state = ClusterState(workers, plans, comm, participants, device)
-    if solver.method == "ptdma" and dec.pz > 1:
-        for table, setup, keys in ((state.coefficients, stages.ptdma_setup, dec.indices),
-                                   (state.factors, stages.reduced_factor, dec.reduced_indices())):
+    if ZSolve.of(solver.method, dec.pz).kind == PTDMA:
+        for table, setup, keys in ((state.coefficients, spectral.ptdma_setup, dec.indices),
+                                   (state.factors, spectral.reduced_factor, dec.reduced_indices())):
             for k in keys:
                 owner = chunk_owner(k, workers, dec.pz)
                 table[k] = client.submit(setup, plans[owner], k, xp_name, workers=[owner],
@@ -143,15 +144,13 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
         setup[plan_ref] = plan
         coefficients = {k: ("daskflow-coefficients-" + token, *k) for k in dec.indices}
         factors = {k: ("daskflow-factors-" + token, *k) for k in dec.reduced_indices()}
-        if solver.method == "ptdma" and dec.pz > 1:
-            setup.update({v: (stages.ptdma_setup, plan_ref, k, xp_name) for k, v in coefficients.items()})
-            setup.update({v: (stages.reduced_factor, plan_ref, k, xp_name) for k, v in factors.items()})
+        if ZSolve.of(solver.method, dec.pz).kind == PTDMA:
+            setup.update({v: (spectral.ptdma_setup, plan_ref, k, xp_name) for k, v in coefficients.items()})
+            setup.update({v: (spectral.reduced_factor, plan_ref, k, xp_name) for k, v in factors.items()})
     blocks = {(p, q): (b.name, 0, p, q) for p, q in dec.indices}
     head, tail = [stages.to_memory_order], [stages.to_logical_order]
-    if solver.method == "ftm" or dec.pz == 1:
-        algorithm, extra = partial(algorithms.ftm, head=head, tail=tail), ()
-    else:
-        algorithm, extra = partial(algorithms.ptdma, head=head, tail=tail), (coefficients, factors)
+    algorithm, uses_setup = algorithms.for_method(solver.method, dec.pz, head, tail)
+    extra = (coefficients, factors) if uses_setup else ()
     if solver.granularity == "fused" and client is not None:
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
                          state.pending(client, solution_layer(token)))

@@ -28,9 +28,11 @@ from daskflow.grid import Grid
 from daskflow.pencils.executor import LocalExecutor
 from daskflow.pencils.layout import assemble
 from daskflow.pencils.transport import COMMS
-from daskflow.poisson import algorithms, stages
+from daskflow.poisson import algorithms
 from daskflow.poisson.plan import DTYPES, METHODS, SpectralPlan
 from daskflow.stencils import apply_along
+from daskflow.zsolve import spectral
+from daskflow.zsolve.choice import PTDMA, ZSolve
 
 DEVICES = (None, "cpu", "gpu")
 GRANULARITIES = ("stage", "fused")
@@ -123,30 +125,21 @@ class _SpectralSolver:
         a = b.T  # memory order (z, y, x)
         dec = self.plan.decomposition
         blocks = {(p, q): a[dec.z[q], dec.y[p], :] for p, q in dec.indices}
-        ex = LocalExecutor(self.plan)
-        if self.method == "ftm":
-            out = algorithms.ftm(ex, self.plan, blocks)
-        else:
-            coefficients, factors = self._ptdma_coefficients(xp)
-            out = algorithms.ptdma(ex, self.plan, blocks, coefficients, factors)
+        setup = self._ptdma_coefficients(xp) if ZSolve.of(self.method, dec.pz).kind == PTDMA else ()
+        out = algorithms.solve(LocalExecutor(self.plan), self.plan, blocks, self.method, setup)
         if len(out) == 1:
             return out[(0, 0)].T
         rows = [assemble([out[(p, q)] for p in range(dec.py)], 1) for q in range(dec.pz)]
         return assemble(rows, 0).T
 
     def _ptdma_coefficients(self, xp):
-        """Algorithm-2 coefficients of every chunk and the reduced factorisations (cached)."""
+        """Algorithm-2 coefficients of every chunk and the reduced factorisations (cached; P-TDMA at ``pz > 1``)."""
         dev = xp.cuda.Device().id if xp.__name__ == "cupy" else None
         key = (xp.__name__, dev)
         if key not in self._ptdma_cache:
             dec = self.plan.decomposition
-            if dec.pz == 1:
-                self._ptdma_cache[key] = ({}, {})
-            else:
-                self._ptdma_cache[key] = (
-                    {k: stages.ptdma_setup(self.plan, k, xp) for k in dec.indices},
-                    {k: stages.reduced_factor(self.plan, k, xp) for k in dec.reduced_indices()},
-                )
+            self._ptdma_cache[key] = ({k: spectral.ptdma_setup(self.plan, k, xp) for k in dec.indices},
+                                      {k: spectral.reduced_factor(self.plan, k, xp) for k in dec.reduced_indices()})
         return self._ptdma_cache[key]
 
     # ------------------------------------------------------------------ operator

@@ -13,9 +13,7 @@ from daskflow import transforms
 from daskflow.backend import array_module, cpu_threads
 from daskflow.poisson.plan import SpectralPlan
 
-# The z solves between the transforms are :mod:`daskflow.zsolve.spectral`'s stages; the P-TDMA
-# set-up its callers run once per solver is named here too, beside the stages it feeds.
-from daskflow.zsolve.spectral import ptdma_setup, reduced_factor  # noqa: F401
+# The z solves between the transforms are :mod:`daskflow.zsolve.spectral`'s stages.
 
 # ---------------------------------------------------------------- transforms along x and y
 

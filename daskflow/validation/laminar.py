@@ -72,7 +72,7 @@ def simulate(case: str, nz: int, stretch: float) -> dict:
            "steady_error": []}
     start = time.perf_counter()
     for dt, times in SEGMENTS:
-        sim.config["time"]["dt"] = dt  # in process, the run loop reads the time section every step
+        sim.set_time(dt=dt)
         for t in times:
             sim.run(until=t)
             u = to_numpy(sim.u.compute()).mean(axis=(0, 1))

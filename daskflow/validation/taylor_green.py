@@ -69,7 +69,7 @@ def simulate(n: int, dt: float, steps: int, nu: float = 0.05, implicit: str = "n
 def exact(sim, plane: str = "xz"):
     """The exact in-plane velocity along x (at the ``u`` points) and the pressure at the time of
     ``sim``, arrays of the grid's shape."""
-    t, nu, g = sim.time, sim.config["physics"]["nu"], sim.grid
+    t, nu, g = sim.time, sim.config.physics.nu, sim.grid
     decay = np.exp(-2 * nu * t)
     second = g.zc[None, None, :] if plane == "xz" else g.yc[None, :, None]
     u_exact = np.sin(g.xf[1:, None, None]) * np.cos(second) * decay

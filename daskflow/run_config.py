@@ -181,6 +181,11 @@ class SlicesConfig(Section):
     y: tuple[float, ...] | None = None
     z: tuple[float, ...] | None = None
 
+    @property
+    def planes(self) -> dict[str, tuple[float, ...]]:
+        """The axes that have slices, each with its planes (in x, y, z order; empty: no slices)."""
+        return {axis: getattr(self, axis) for axis in "xyz" if getattr(self, axis) is not None}
+
 
 @dataclass(frozen=True)
 class OutputConfig(Section):

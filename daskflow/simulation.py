@@ -105,7 +105,7 @@ def check_restart(store_path: str, config: RunConfig) -> None:
         if old != new:
             raise ValueError(f"restart: config {'.'.join(path)} is {new!r}, the store's run has {old!r}; a restart "
                              "continues the same flow: only the decomposition, cluster, time and output may change")
-    unmatched = store.unmatched_slices(store_path, plain["output"]["slices"], config.grid.mesh)
+    unmatched = store.unmatched_slices(store_path, config.output.slices, config.grid.mesh)
     if unmatched:
         raise ValueError(f"config output.slices: the store has no slices along {', '.join(unmatched)} at these "
                          "planes (it was created without them, or with others); restart with the store's slices, "
@@ -262,9 +262,9 @@ class Simulation:
         s, physics = cfg.solver, cfg.physics
         pressure = SpectralPlan(self.grid, Boundaries.parse(self.boundaries.p, "ccc"), 0.0, 1.0, s.poisson,
                                 s.pencils, np.dtype(s.dtype))
-        return FlowPlan(self.grid, self.boundaries, physics.nu, physics.forcing.to_dict(),
-                        cfg.time.implicit_diffusion, cfg.time.to_dict(), pressure, device,
-                        cfg.output.to_dict() if self.store else None, s.z_solve, physics.advection)
+        return FlowPlan(self.grid, self.boundaries, physics.nu, physics.forcing, cfg.time.implicit_diffusion, cfg.time,
+                        pressure, device, cfg.output if self.store else None, s.z_solve, physics.advection,
+                        cfg.initial)
 
     # ------------------------------------------------------------------ where the pencils are
 
@@ -342,7 +342,7 @@ class Simulation:
         if ini.kind == "checkpoint":  # fields and clock of another run (a new run, its own store)
             self._start_from(*self._read_checkpoint(ini.path))
             return
-        self._pencils_here.initialize(self.state, ini.to_dict())
+        self._pencils_here.initialize(self.state)
 
     def _dask(self, name: str):
         """Field ``name`` as a Dask array in x-pencil chunks (from the workers' pencils when the
@@ -413,7 +413,7 @@ class Simulation:
         """Change ``time`` settings (``dt``, ``cfl``, ``dt_max``, ``steps``, ``end_time``) for the runs that
         follow, validated as a configuration is: ``sim.set_time(dt=0.01)``."""
         self.config = updated(self.config, time=values)
-        self._flow_plan.time = self.config.time.to_dict()
+        self._flow_plan.time = self.config.time
         if self._cluster is not None:
             self._cluster.place_plans()
 

@@ -21,10 +21,11 @@ from daskflow.ns import operators as ops
 from daskflow.ns.domain import whole_domain
 from daskflow.ns.initial import positions
 from daskflow.ns.stepper import State, Stepper
+from daskflow.run_config import ForcingConfig
 from tests.helpers import CHANNEL as BASE_CHANNEL
 from tests.helpers import FLOW_RATE
 
-NO_FORCING = {"kind": "none", "value": [0.0, 0.0]}
+NO_FORCING = ForcingConfig("none", (0.0, 0.0))
 WALLS = {"periodic": (), "channel": (2,), "cavity": (0, 2)}
 CASES = {  # name: (preset, shape, lengths, z_stretch)
     "periodic-box": ("periodic", (12, 10, 8), (2.0, 1.5, 1.0), 0.0),

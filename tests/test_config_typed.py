@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from distributed import Client, LocalCluster
 
 from daskflow import Simulation
 from daskflow.backend import to_numpy
 from daskflow.config import DEFAULTS, load, updated, validate
 from daskflow.config_input import read
-from daskflow.run_config import RunConfig, Section
+from daskflow.run_config import ForcingConfig, InitialConfig, OutputConfig, RunConfig, Section, TimeConfig
 from tests.helpers import CHANNEL
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -117,3 +118,66 @@ def test_set_time_changes_the_steps_that_follow():
     assert sim.dt == 1e-3 and sim.config.time.dt == 1e-3
     with pytest.raises(ValueError, match="config time.dt: must be positive"):
         sim.set_time(dt=-1.0)
+
+
+PLAN_SECTIONS = {"forcing": ForcingConfig, "time": TimeConfig, "output": OutputConfig, "initial": InitialConfig}
+
+
+def _plan_sections(plan) -> dict:
+    """The configuration sections ``plan`` (a FlowPlan) holds, each with whether it is of its typed
+    class and refuses to be changed (checked where the plan is: here or on a worker)."""
+    out = {}
+    for name, kind in PLAN_SECTIONS.items():
+        section = getattr(plan, name)
+        try:
+            setattr(section, dataclasses.fields(section)[0].name, None)
+            frozen = False
+        except dataclasses.FrozenInstanceError:
+            frozen = True
+        out[name] = (section, isinstance(section, kind) and frozen)
+    return out
+
+
+def _expected_sections(cfg: RunConfig) -> dict:
+    return {"forcing": cfg.physics.forcing, "time": cfg.time, "output": cfg.output, "initial": cfg.initial}
+
+
+def _plan_config(tmp_path: Path, pencils: list[int]) -> dict:
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["grid"]["shape"] = [8, 4, 12]
+    cfg["solver"] = {"pencils": pencils}
+    cfg["output"] = {"store": str(tmp_path / "run.zarr"), "scalars_every": 1, "slices": {"z": [0.5]}}
+    return cfg
+
+
+def test_the_flow_plan_holds_the_run_config_s_typed_sections(tmp_path):
+    sim = Simulation(_plan_config(tmp_path, [1, 1]))
+    sections = _plan_sections(sim._flow_plan)
+    for name, section in _expected_sections(sim.config).items():
+        assert sections[name] == (section, True) and sections[name][0] is section, name
+    sim.set_time(dt=1e-3)  # a new frozen time section, read by the steps that follow
+    assert sim._flow_plan.time is sim.config.time and sim._flow_plan.time.dt == 1e-3
+    sim.run(steps=2)
+    assert sim.dt == 1e-3
+
+
+@pytest.mark.timeout(180)
+def test_the_workers_plans_hold_the_run_config_s_typed_sections(tmp_path):
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        sim = Simulation(_plan_config(tmp_path, [1, 2]), client=client)
+
+        def on_workers() -> dict:
+            plans = sim._cluster.plans
+            assert set(plans) == set(client.scheduler_info()["workers"]) and len(plans) == 2
+            return {worker: client.submit(_plan_sections, plan, workers=[worker], pure=False).result()
+                    for worker, plan in plans.items()}
+
+        expected = {name: (section, True) for name, section in _expected_sections(sim.config).items()}
+        assert all(got == expected for got in on_workers().values())
+        sim.set_time(dt=1e-3)  # replaces the time section and places the plans again
+        expected["time"] = (sim.config.time, True)
+        assert all(got == expected for got in on_workers().values())
+        assert expected["time"][0].dt == 1e-3
+        sim.run(steps=2)
+        assert sim.dt == 1e-3

@@ -28,6 +28,7 @@ import zarr
 from daskflow.backend import array_module, to_numpy
 from daskflow.io import store
 from daskflow.ns import operators as ops
+from daskflow.run_config import OutputConfig
 
 C, LO, HI = ops.C, ops.LO, ops.HI
 
@@ -104,7 +105,9 @@ def store_errors(path: str, step: int):
 
 
 class Output:
-    def __init__(self, path: str, every: dict, nu: float) -> None:
+    """The writer of the store ``path`` on a schedule of ``every`` (the run's ``output`` section)."""
+
+    def __init__(self, path: str, every: OutputConfig, nu: float) -> None:
         self.path, self.every, self.nu = path, every, nu
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}
@@ -117,7 +120,7 @@ class Output:
         return self._root
 
     def _due(self, kind: str, step: int) -> bool:
-        n = self.every[f"{kind}_every"]
+        n = getattr(self.every, f"{kind}_every")
         return n > 0 and step % n == 0
 
     def __call__(self, stepper, state) -> None:
@@ -160,7 +163,7 @@ class Output:
             self.profiles(stepper, state)
         if self._due("fields", step):
             self.fields(stepper, state)
-        if self._due("slices", step) and self.every.get("slices"):
+        if self._due("slices", step) and self.every.slices.planes:
             self.slices(stepper, state)
         if self._due("checkpoint", step):
             self.checkpoint(stepper, state)
@@ -216,7 +219,7 @@ class Output:
         domain, grid = stepper.domain, stepper.grid
         root = self.root["slices"]
         if domain.rank0:
-            for axis_name in self.every["slices"]:
+            for axis_name in self.every.slices.planes:
                 group = root[axis_name]
                 index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
                 group["time"][index] = state.time
@@ -227,7 +230,7 @@ class Output:
         pencils = pencil_boxes(domain.pencil_chunks)
         mine = pencils[_key(domain)]
         xp = array_module(state.u)
-        for axis_name, planes in self.every["slices"].items():
+        for axis_name, planes in self.every.slices.planes.items():
             axis = "xyz".index(axis_name)
             group = root[axis_name]
             index = group["time"].shape[0] - 1
@@ -259,7 +262,7 @@ class Output:
         slot = store.next_slot(self.path)
         if domain.rank0:
             store.prepare_slot(self.root["checkpoint"], slot, stepper.grid.shape,
-                               store.checkpoint_chunks(domain.pencil_chunks), state.u.dtype, self.every["compression"])
+                               store.checkpoint_chunks(domain.pencil_chunks), state.u.dtype, self.every.compression)
             self.flush(commit=True)  # the records up to this step (and the new slot) are committed first
         domain.barrier()
         group = store.open_for_write(self.path)["checkpoint"][slot]

@@ -11,6 +11,7 @@ import zarr
 from daskflow.grid import Grid
 from daskflow.io.access import commit, committed, open_for_write
 from daskflow.io.layout import slice_planes
+from daskflow.run_config import SlicesConfig
 
 
 def append_records(group, records: list[dict]) -> None:
@@ -87,13 +88,13 @@ def last_step(path: str, group: str) -> int | None:
     return int(steps[steps.shape[0] - 1]) if steps.shape[0] else None
 
 
-def unmatched_slices(path: str, slices: dict, grid: Grid) -> list[str]:
-    """The slice axes of ``slices`` (``output.slices``) the store cannot hold: no group for the axis,
+def unmatched_slices(path: str, slices: SlicesConfig, grid: Grid) -> list[str]:
+    """The slice axes of ``slices`` (the ``output.slices`` section) the store cannot hold: no group for the axis,
     or other planes than the ones it stores (compared as the cell centres they select)."""
     root = committed(path)
     have = root["slices"] if "slices" in root else {}
     out = []
-    for axis_name, planes in (slices or {}).items():
+    for axis_name, planes in slices.planes.items():
         axis = "xyz".index(axis_name)
         wanted = (grid.xc, grid.yc, grid.zc)[axis][slice_planes(grid, axis, planes)]
         if axis_name not in have or not np.array_equal(have[axis_name][axis_name][...], wanted):

@@ -79,11 +79,11 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
     return _on_worker(plan, run_id, workers, pencil, body, comm)
 
 
-def initial_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, ini: dict,
+def initial_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
                       comm=None) -> dict:
-    """Evaluate the initial condition ``ini`` on this worker's pencil (all workers together)."""
+    """Evaluate the initial condition ``plan.initial`` on this worker's pencil (all workers together)."""
     def body(stepper, state, worker):
-        runs.initialize_pencil(plan, stepper, state, ini)
+        runs.initialize_pencil(plan, stepper, state)
         return runs.pencil_of(state, stepper.domain)
 
     return _on_worker(plan, run_id, workers, pencil, body, comm)
@@ -408,10 +408,11 @@ class WorkerPencils:
                 recover(lost)
         state.time, state.step, state.dt, state.forcing_gradient = clock
 
-    def initialize(self, state: State, ini: dict) -> None:
-        """The initial condition ``ini`` evaluated on the workers, each on its own pencil."""
+    def initialize(self, state: State) -> None:
+        """The initial condition of the plan (``initial`` section) evaluated on the workers, each on
+        its own pencil."""
         self.create(state)
-        self.submit(initial_on_worker, ini, state=state)
+        self.submit(initial_on_worker, state=state)
 
     def final(self, state: State, fields: bool, checkpoint: bool) -> None:
         self.submit(final_on_worker, fields, checkpoint, state=state)

@@ -27,6 +27,7 @@ from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import pencil_chunks, split_slices
 from daskflow.poisson import HelmholtzSolver, PoissonSolver, algorithms, stages
 from daskflow.poisson.plan import SpectralPlan
+from daskflow.run_config import ForcingConfig, InitialConfig, OutputConfig, TimeConfig
 from daskflow.zsolve import shared, spectral
 from daskflow.zsolve.choice import PTDMA, ZSolve
 
@@ -35,19 +36,22 @@ REDUCTIONS = {"sum": sum, "max": max}  # how participants' values combine (in ch
 
 @dataclass
 class FlowPlan:
-    """What every participant needs to step its pencil (small: shipped once per run)."""
+    """What every participant needs to step its pencil (small: shipped once per run). The
+    configuration sections are the frozen ones of the run's :class:`~daskflow.run_config.RunConfig`
+    (what the client validated), read by attribute."""
 
     grid: Grid
     bcs: FlowBoundaries
     nu: float
-    forcing: dict
+    forcing: ForcingConfig  # physics.forcing
     implicit: str
-    time: dict
+    time: TimeConfig | None  # the ``time`` section (``None``: a plan for a domain alone, never advanced)
     poisson_plan: SpectralPlan
     device: str
-    output: dict | None = None  # the ``output`` config section when a store is written
+    output: OutputConfig | None = None  # the ``output`` section when a store is written
     z_solve: str = "direct"  # distributed z-implicit diffusion: "direct" (from x-pencils) or "transpose"
     advection: str = "divergence"  # physics.advection: "divergence" or "skew_symmetric"
+    initial: InitialConfig | None = None  # the ``initial`` section (what the participants evaluate)
 
 
 def _fortran(a):
@@ -424,6 +428,6 @@ def whole_domain(grid: Grid, bcs: FlowBoundaries, method: str = "ptdma", dtype: 
     from daskflow.pencils.team import Team
 
     pressure = SpectralPlan(grid, Boundaries.parse(bcs.p, "ccc"), 0.0, 1.0, method, (1, 1), np.dtype(dtype))
-    plan = FlowPlan(grid, bcs, 0.0, {"kind": "none"}, "none", {}, pressure, device)
+    plan = FlowPlan(grid, bcs, 0.0, ForcingConfig("none", None), "none", None, pressure, device)
     team = Team(1)
     return FlowDomain(plan, Member(team.members[0], team.members, 1, team.transports[team.members[0]], "local"))

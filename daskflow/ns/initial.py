@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskflow.grid import Grid
+from daskflow.run_config import ForcingConfig, InitialConfig
 
 
 def positions(grid: Grid, component: int | None, region: Region | None = None):
@@ -45,13 +46,13 @@ def _cut(coords, region: Region):
             enumerate(zip(coords, region, strict=True))]
 
 
-def laminar_channel(grid: Grid, nu: float, forcing: dict) -> np.ndarray:
+def laminar_channel(grid: Grid, nu: float, forcing: ForcingConfig) -> np.ndarray:
     """Streamwise velocity of plane Poiseuille flow at the u points: a z profile ``(1, 1, nz)``."""
     _, _, z = positions(grid, 0)
     lz = grid.lengths[2]
-    if forcing["kind"] == "flow_rate":
-        return 6.0 * forcing["value"][0] * z * (lz - z) / lz**2
-    return forcing["value"][0] / (2.0 * nu) * z * (lz - z)
+    if forcing.kind == "flow_rate":
+        return 6.0 * forcing.value[0] * z * (lz - z) / lz**2
+    return forcing.value[0] / (2.0 * nu) * z * (lz - z)
 
 
 def couette(grid: Grid, lower: float, upper: float) -> np.ndarray:
@@ -88,7 +89,7 @@ def _wall_distance_plus(z: np.ndarray, lz: float, re_tau: float) -> np.ndarray:
     return np.minimum(z, lz - z) / half * re_tau
 
 
-def turbulent_channel_mean(grid: Grid, nu: float, forcing: dict) -> np.ndarray:
+def turbulent_channel_mean(grid: Grid, nu: float, forcing: ForcingConfig) -> np.ndarray:
     """Streamwise velocity of a fully developed turbulent channel (Reichardt's law from each wall)
     at the u points: a z profile ``(1, 1, nz)``.
 
@@ -100,8 +101,8 @@ def turbulent_channel_mean(grid: Grid, nu: float, forcing: dict) -> np.ndarray:
     lz = grid.lengths[2]
     half = 0.5 * lz
     weights = grid.dzf / lz
-    if forcing["kind"] == "flow_rate":
-        bulk = forcing["value"][0]
+    if forcing.kind == "flow_rate":
+        bulk = forcing.value[0]
         target = abs(bulk) * half / nu  # Re_tau * U_b+ for the profile sought
 
         def carried(re_tau: float) -> float:
@@ -114,7 +115,7 @@ def turbulent_channel_mean(grid: Grid, nu: float, forcing: dict) -> np.ndarray:
         profile = reichardt(_wall_distance_plus(z, lz, lo))
         profile = profile * bulk / float((profile.ravel() * weights).sum())
     else:
-        gradient = forcing["value"][0] if forcing["kind"] == "pressure_gradient" else 0.0
+        gradient = forcing.value[0] if forcing.kind == "pressure_gradient" else 0.0
         u_tau = np.sqrt(abs(gradient) * half)
         profile = np.sign(gradient) * u_tau * reichardt(_wall_distance_plus(z, lz, u_tau * half / nu))
     return profile
@@ -177,28 +178,29 @@ def scale_perturbation(fields, amplitude: float, peak: float):
     return tuple(f * scale for f in fields)
 
 
-def velocity(grid: Grid, wall_values, nu: float, forcing: dict, ini: dict, region: Region | None = None, peak=None):
+def velocity(grid: Grid, wall_values, nu: float, forcing: ForcingConfig, ini: InitialConfig,
+             region: Region | None = None, peak=None):
     """The initial velocity ``(u, v, w)`` of the ``initial`` config section ``ini`` on ``region``
     (host arrays). ``wall_values``: u's z wall values (Couette). A turbulent channel's perturbation
     is scaled by its largest component over the whole grid: ``peak(local_peak)`` returns it (on a
     decomposed run, a reduction over the participants)."""
     region = _normal(grid, region)
-    kind, shape = ini["kind"], _shape(region)
+    kind, shape = ini.kind, _shape(region)
     zero = np.zeros(shape)
     if kind == "zero":
         return zero, zero.copy(), zero.copy()
     if kind == "uniform":
-        return tuple(np.full(shape, float(value)) for value in ini["value"])
+        return tuple(np.full(shape, float(value)) for value in ini.value)
     if kind == "taylor_green":
-        return taylor_green(grid, ini["amplitude"] or 1.0, region)
+        return taylor_green(grid, ini.amplitude or 1.0, region)
     if kind in ("poiseuille", "couette"):
         profile = (laminar_channel(grid, nu, forcing) if kind == "poiseuille" else couette(grid, *wall_values))
         return np.broadcast_to(profile[:, :, region[2]], shape).copy(), zero, zero.copy()
     if kind == "turbulent_channel":
-        mean = {"log_law": turbulent_channel_mean, "laminar": laminar_channel}[ini["mean"]](grid, nu, forcing)
-        fields = channel_perturbation(grid, ini["seed"], region)
+        mean = {"log_law": turbulent_channel_mean, "laminar": laminar_channel}[ini.mean](grid, nu, forcing)
+        fields = channel_perturbation(grid, ini.seed, region)
         top = perturbation_peak(fields)
-        du, dv, dw = scale_perturbation(fields, ini["amplitude"] * max(np.abs(mean).max(), 1.0),
+        du, dv, dw = scale_perturbation(fields, ini.amplitude * max(np.abs(mean).max(), 1.0),
                                         top if peak is None else peak(top))
         return np.broadcast_to(mean[:, :, region[2]], shape) + du, dv, dw
     raise ValueError(f"initial.kind {kind!r} has no field formula (a checkpoint is read, not computed)")

@@ -53,8 +53,8 @@ class LocalPencils:
     def advance(self, state: State, steps: int | None, until: float | None, stop=None) -> None:
         self.call(lambda stepper, pencil: runs.advance_pencil(self.plan, stepper, pencil, steps, until, stop), state)
 
-    def initialize(self, state: State, ini: dict) -> None:
-        self.call(lambda stepper, pencil: runs.initialize_pencil(self.plan, stepper, pencil, ini), state)
+    def initialize(self, state: State) -> None:
+        self.call(lambda stepper, pencil: runs.initialize_pencil(self.plan, stepper, pencil), state)
 
     def final(self, state: State, fields: bool, checkpoint: bool) -> None:
         self.call(lambda stepper, pencil: runs.final_output(self.plan, stepper, pencil, fields, checkpoint), state)

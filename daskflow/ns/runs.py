@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from daskflow.ns.domain import FlowDomain, FlowPlan
 from daskflow.ns.stepper import State, Stepper
+from daskflow.run_config import TimeConfig
 
 FIELDS = ("u", "v", "w", "p")
 
@@ -35,7 +36,7 @@ def stepper_for(plan: FlowPlan, domain) -> Stepper:
     return Stepper(domain, plan.nu, plan.forcing, plan.implicit, plan.advection)
 
 
-def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until: float | None,
+def advance(time: TimeConfig, stepper: Stepper, state: State, steps: int | None, until: float | None,
             after_step=None, should_stop=None) -> State:
     """The run loop: a fixed ``time.dt`` or the CFL limit, the last step shortened to land on
     ``until``; ``after_step(stepper, state)`` (the output writer) runs after every step, then
@@ -46,10 +47,10 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
 
     done = 0
     while (steps is None or done < steps) and (until is None or state.time < until * (1 - 1e-14)):
-        if time["dt"] is not None:
-            stepper.step(state, landing(time["dt"]))
+        if time.dt is not None:
+            stepper.step(state, landing(time.dt))
         else:  # the CFL limit, from the rate maximised during the step's first halo exchange
-            stepper.step(state, lambda rate: landing(stepper.dt_limit(rate, time["cfl"], time["dt_max"])))
+            stepper.step(state, lambda rate: landing(stepper.dt_limit(rate, time.cfl, time.dt_max)))
         done += 1
         if after_step is not None:
             after_step(stepper, state)
@@ -61,11 +62,11 @@ def advance(time: dict, stepper: Stepper, state: State, steps: int | None, until
 def writer_for(plan: FlowPlan):
     """The output writer of ``plan`` (``None`` without a store)."""
     output = plan.output
-    if not output or not output.get("store"):
+    if output is None or not output.store:
         return None
     from daskflow.io.output import Output
 
-    return Output(output["store"], output, plan.nu)
+    return Output(output.store, output, plan.nu)
 
 
 def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | None, until: float | None,
@@ -96,15 +97,15 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
     return state
 
 
-def initialize_pencil(plan: FlowPlan, stepper: Stepper, state: State, ini: dict) -> None:
-    """Fill this participant's pencil with the initial condition ``ini`` (the ``initial`` config
-    section) evaluated on its own region, the pressure with zero; a turbulent channel's perturbation
+def initialize_pencil(plan: FlowPlan, stepper: Stepper, state: State) -> None:
+    """Fill this participant's pencil with the initial condition ``plan.initial`` (the ``initial``
+    config section) evaluated on its own region, the pressure with zero; a turbulent channel's perturbation
     takes its amplitude from one reduction of its peak over the participants."""
     from daskflow.backend import array_module
     from daskflow.ns import initial
 
     domain = stepper.domain
-    values = initial.velocity(plan.grid, plan.bcs.u.values[2], plan.nu, plan.forcing, ini, domain.region,
+    values = initial.velocity(plan.grid, plan.bcs.u.values[2], plan.nu, plan.forcing, plan.initial, domain.region,
                               peak=lambda local: domain.allreduce(local, "max"))
     xp = array_module(state.u)
     for i, (name, value) in enumerate(zip(("u", "v", "w"), values, strict=True)):

@@ -18,6 +18,7 @@ from daskflow.backend import array_module, is_cupy_array
 from daskflow.ns import advection as adv
 from daskflow.ns import operators as ops
 from daskflow.ns.domain import weighted_sum
+from daskflow.run_config import ForcingConfig
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ VELOCITY = ("u", "v", "w")
 class Stepper:
     """Advance a :class:`State` for one grid, set of boundaries and physics on ``domain``."""
 
-    def __init__(self, domain, nu: float, forcing: dict, implicit: str, advection: str = "divergence") -> None:
+    def __init__(self, domain, nu: float, forcing: ForcingConfig, implicit: str, advection: str = "divergence") -> None:
         if advection not in adv.ADVECTION:
             raise ValueError(f"advection must be one of {', '.join(adv.ADVECTION)}; got {advection!r}")
         self.domain = domain
@@ -152,8 +153,8 @@ class Stepper:
         implicit_axes = IMPLICIT_AXES[self.implicit]
         if not implicit_axes:
             padded.clear()  # only the explicit terms needed it
-        pressure_gradient = self.forcing["kind"] == "pressure_gradient"
-        body = [self.forcing["value"][i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
+        pressure_gradient = self.forcing.kind == "pressure_gradient"
+        body = [self.forcing.value[i] if pressure_gradient else 0.0 for i in (0, 1)] + [0.0]
         history, state.history = list(state.history), rhs
         # The implicit solves of the three components share their exchange rounds where the domain
         # says so (z split across pencils); else each is solved as soon as it is ready, so that one
@@ -189,7 +190,7 @@ class Stepper:
         m, domain = self.metrics, self.domain
         implicit_axes = IMPLICIT_AXES[self.implicit]
         stars = [state.u, state.v, state.w]
-        flow_rate = self.forcing["kind"] == "flow_rate"
+        flow_rate = self.forcing.kind == "flow_rate"
         if flow_rate:
             # The projection below leaves the bulk velocity as it is (the x-differences of phi sum
             # to zero around the periodic x axis), so u* is summed now, riding on the halo exchange
@@ -210,7 +211,7 @@ class Stepper:
             phi = phi - ops.laplacian(Phi, m, 3, implicit_axes, gdt * self.nu / 2)
         state.p = state.p + phi
         if flow_rate:
-            correction = self.forcing["value"][0] - self.bulk_from_sum(total)
+            correction = self.forcing.value[0] - self.bulk_from_sum(total)
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / gdt
 

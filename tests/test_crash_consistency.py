@@ -26,7 +26,7 @@ from tests.helpers import CHANNEL
 
 TRIALS = 30
 AT_ONCE = 3  # trials running side by side
-TARGET = 14  # the step every restarted run is carried to
+TARGET = 14  # the step every restarted run is carried to (at least)
 
 
 def _config(path) -> dict:
@@ -117,9 +117,16 @@ def test_every_group_of_a_killed_store_opens_consistently(killed_stores):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("reference") / "ref.zarr"
-    sim = Simulation(_config(path)).run(steps=TARGET)
-    return sim, path
+    """``reference(step)``: the uninterrupted run carried to ``step`` and its store, made once per step."""
+    runs = {}
+
+    def carried_to(step: int):
+        if step not in runs:
+            path = tmp_path_factory.mktemp("reference") / "ref.zarr"
+            runs[step] = (Simulation(_config(path)).run(steps=step), path)
+        return runs[step]
+
+    return carried_to
 
 
 def _records(path: Path, group: str) -> xr.Dataset:
@@ -132,9 +139,12 @@ def test_a_restart_after_the_kill_equals_the_uninterrupted_run(killed_stores, re
     if not (path / "zarr.json").exists() or store.current_slot(str(path)) is None:
         pytest.skip("killed before the first checkpoint")
     sim = Simulation.restart(str(path))
-    assert sim.step <= TARGET
-    sim.run(steps=TARGET - sim.step)
-    straight, ref_path = reference
+    # A kill meant for record 1-12 lands later when the machine is loaded (the killer polls the
+    # trials of a batch one after the other): carry such a run past its checkpoint and compare
+    # with the uninterrupted run carried as far.
+    target = max(TARGET, sim.step + 1)
+    sim.run(steps=target - sim.step)
+    straight, ref_path = reference(target)
     for name in "uvwp":
         np.testing.assert_array_equal(to_numpy(getattr(sim.state, name)), to_numpy(getattr(straight.state, name)))
     for group in ("scalars", "profiles", "fields", "slices/z"):

@@ -19,6 +19,7 @@ import argparse
 import json
 import platform
 import sys
+import time
 
 import numpy as np
 
@@ -46,24 +47,45 @@ def _config(shape, implicit, pencils, z_solve="direct") -> dict:
     }
 
 
-def cuda_cluster(gpus: int, protocol: str = "tcp"):
-    """The benchmarks' ``LocalCUDACluster``: one worker per GPU, CuPy on an RMM pool; Dask's comms
-    over ``protocol`` (TCP where NCCL carries the exchanges, UCX for the mailbox's pencils)."""
+def cuda_cluster(gpus: int, protocol: str = "tcp", rmm_pool_size: str | None = None):
+    """The benchmarks' ``LocalCUDACluster``: one worker per GPU; Dask's comms over ``protocol`` (TCP
+    where NCCL carries the exchanges, UCX for the mailbox's pencils). CuPy allocates from its own
+    pool, as in ``daskflow run`` by default, unless ``rmm_pool_size`` puts it on an RMM pool
+    (``cluster.rmm_pool_size``): RMM's CuPy allocator is a Python call per allocation, a few hundred
+    per step, which a GPU worker's step pays on the host."""
     from dask_cuda import LocalCUDACluster
 
     from daskflow.cluster import worker_environment
 
+    options = {} if rmm_pool_size is None else {"rmm_pool_size": rmm_pool_size,
+                                                 "rmm_allocator_external_lib_list": ["cupy"]}
     with worker_environment():
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=protocol,
-                                rmm_pool_size="40GB", rmm_allocator_external_lib_list=["cupy"],
-                                dashboard_address=None)
+                                dashboard_address=None, **options)
+
+
+def steady(run, steps: int, sync=lambda: None, repeat: int = 2) -> tuple[float, float]:
+    """``(seconds per step, seconds per run)`` of ``run(n)`` (one run of ``n`` steps, ``Simulation.run``) from the best
+    of ``repeat`` timings of runs of ``steps`` and ``4 * steps`` steps: a run's fixed cost (tasks
+    submitted and gathered, solver set-ups) apart from the steps' own."""
+    def best(n: int) -> float:
+        times = []
+        for _ in range(repeat):
+            sync()
+            start = time.perf_counter()
+            run(n)
+            sync()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    short, long = best(steps), best(4 * steps)
+    per_step = (long - short) / (3 * steps)
+    return per_step, short - steps * per_step
 
 
 def distributed(args) -> list[dict]:
     """Weak scaling points: ``args.gpus`` GPU workers, ny scaled, one pencil per worker; every
     decomposition of ``args.layouts`` with every transport of ``args.comm``, on one cluster."""
-    import time
-
     from distributed import Client
 
     from daskflow import Simulation
@@ -72,7 +94,7 @@ def distributed(args) -> list[dict]:
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     layouts = args.layouts or [[args.gpus, 1]]
     rows = []
-    with cuda_cluster(args.gpus, args.protocol) as cluster, Client(cluster) as client:
+    with cuda_cluster(args.gpus, args.protocol, args.rmm_pool_size) as cluster, Client(cluster) as client:
         device = cluster_device(client)
         for pencils in layouts:
             for comm in args.comm:
@@ -83,13 +105,15 @@ def distributed(args) -> list[dict]:
                 start = time.perf_counter()
                 sim.run(steps=args.steps)
                 seconds = (time.perf_counter() - start) / args.steps
+                per_step, per_run = steady(sim.run, args.steps)
                 with profile_workers(client) as reports:
                     sim.run(steps=args.steps)
                     phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
                 row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
                        "pencils": pencils, "comm": sim.comm, "protocol": args.protocol,
                        "implicit_diffusion": args.implicit,
-                       "z_solve": args.z_solve, "seconds_per_step": seconds,
+                       "z_solve": args.z_solve, "rmm_pool_size": args.rmm_pool_size,
+                       "seconds_per_step": seconds, "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
                        "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
                        "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
                        "halo_round_ms": _halo_round_ms(list(phases.values())),
@@ -147,6 +171,8 @@ def main() -> None:
                         help="transports of the multi-GPU exchanges (cluster.comm), each timed")
     parser.add_argument("--protocol", default="tcp", choices=["tcp", "ucx"],
                         help="Dask's own comms between the workers (cluster.protocol)")
+    parser.add_argument("--rmm-pool-size", default=None,
+                        help="RMM pool per GPU worker for CuPy (cluster.rmm_pool_size; default none: CuPy's pool)")
     parser.add_argument("--z-solve", default="direct", choices=["direct", "transpose"],
                         help="distributed z-implicit path (solver.z_solve)")
     args = parser.parse_args()
@@ -166,6 +192,7 @@ def main() -> None:
     sim = Simulation(_config(args.shape, args.implicit, args.pencils))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
     step = _events(cp, lambda: sim.run(steps=1), args.steps)
+    per_step, per_run = steady(sim.run, args.steps, cp.cuda.Device().synchronize)
     points = int(np.prod(args.shape))
     # CuPy's pool keeps every block it ever handed out, so what it holds now is the run's peak
     # GPU memory (fields, RK history, temporaries, FFT work areas), cuFFT plan caches aside.
@@ -192,6 +219,7 @@ def main() -> None:
         "benchmark": "channel_step", "device": device_name(cp), "shape": args.shape,
         "lengths": [12.0, 6.0, 2.0], "implicit_diffusion": args.implicit, "pencils": args.pencils,
         "seconds_per_step": step, "ns_per_point_per_step": step / points * 1e9,
+        "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
         "per_substep_breakdown_ms": breakdown, "substeps_per_step": 3,
         "phases_ms_per_step": _per_step_ms(clock.report(), args.steps),
         "gpu_memory_bytes": held, "gpu_memory_bytes_per_point": held / points,

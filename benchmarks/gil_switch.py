@@ -2,8 +2,8 @@
 
     python benchmarks/gil_switch.py [--gpus 4] [--shape 512 1024 144] [--pencils 2 2] [--repeats 3]
 
-One ``LocalCUDACluster`` over UCX with an RMM pool (as ``channel_step.py`` and the measurement in
-``docs/performance.md``); the same ``Simulation`` alternates runs of ``--steps`` steps with
+One ``LocalCUDACluster`` over UCX (``channel_step.cuda_cluster``; when measured for
+``docs/performance.md``, CuPy was on an RMM pool); the same ``Simulation`` alternates runs of ``--steps`` steps with
 the workers' ``daskflow.gpu-switch-interval`` at Python's default (5 ms) and at daskflow's (0.2 ms),
 so both are measured on the same machine, warm, in one call. A GPU fused task keeps the GIL while it
 launches kernels, so a worker's event loop (which receives the peers' pieces) waits for the forced

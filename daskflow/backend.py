@@ -51,6 +51,29 @@ def array_module(x: Any) -> ModuleType:
     return np
 
 
+_CONSTANTS: dict = {}  # (device, dtype, shape, bytes) -> device array: see device_constant
+_CONSTANTS_KEPT = 256  # the most kept; the oldest goes first
+_CONSTANTS_LOCK = threading.Lock()  # a team's participants are threads of one process
+
+
+def device_constant(xp: ModuleType, values: Any, dtype: Any = np.float64):
+    """The small host array ``values`` (grid spacings, metric factors; read-only) as an ``xp`` array
+    of ``dtype``: NumPy as it is; on the GPU uploaded once per content and device and kept. A GPU
+    step otherwise uploads the same few z-vectors about a hundred times, each a host-side call that
+    a step bound by its host (a pencil of a multi-GPU run) pays in full."""
+    host = np.asarray(values, dtype=dtype)
+    if xp is np:
+        return host
+    key = (xp.cuda.Device().id, host.dtype.str, host.shape, host.tobytes())
+    with _CONSTANTS_LOCK:
+        kept = _CONSTANTS.get(key)
+        if kept is None:
+            if len(_CONSTANTS) >= _CONSTANTS_KEPT:
+                del _CONSTANTS[next(iter(_CONSTANTS))]
+            kept = _CONSTANTS[key] = xp.asarray(host)
+    return kept
+
+
 def device_name(xp: ModuleType) -> str:
     """Human-readable name of the device an array module computes on."""
     if xp is np:

@@ -89,3 +89,27 @@ def test_idle_buffers_make_room_least_recently_used_first():
     big = pool.empty((250,), np.float64)  # 2000: b's buffer goes too, and still no room beside c
     assert big.flags.owndata and pool.held_bytes == 960
     del c
+
+
+def test_device_constant_on_the_host_is_the_values_in_the_dtype():
+    from daskflow.backend import device_constant
+
+    out = device_constant(np, [0.5, 0.25, 0.125], np.float32)
+    assert out.dtype == np.float32 and out.tolist() == [0.5, 0.25, 0.125]
+
+
+@pytest.mark.gpu
+def test_device_constant_is_uploaded_once_per_content_and_bounded(cupy, monkeypatch):
+    from daskflow import backend
+
+    monkeypatch.setattr(backend, "_CONSTANTS", {})
+    monkeypatch.setattr(backend, "_CONSTANTS_KEPT", 3)
+    widths = np.linspace(0.1, 0.2, 7)
+    first = backend.device_constant(cupy, widths)
+    assert backend.device_constant(cupy, widths.copy()) is first  # the same content: the kept upload
+    assert backend.device_constant(cupy, widths, np.float32) is not first  # another dtype: another upload
+    np.testing.assert_array_equal(first.get(), widths)
+    for i in range(5):  # the oldest go first, the newest stay
+        backend.device_constant(cupy, widths + i + 1)
+    assert len(backend._CONSTANTS) == 3
+    assert backend.device_constant(cupy, widths) is not first

@@ -90,3 +90,36 @@ def test_pad_equals_concatenated_ghost_planes(preset, blocking, cpu_path):
     for axis in range(3):
         expected = _concatenated(expected, axis, bcs.p[axis], (0.0, 0.0), False)
     np.testing.assert_array_equal(ops.pad(a, bcs.p), expected)
+
+
+def _stacked_pad(xp, arrays, rules):
+    """The fields padded as one stack, axis after axis, by :func:`ops.fill_ghosts_stacked`."""
+    stack = ops.padded_copies([xp.asarray(a) for a in arrays])
+    for axis in range(3):
+        view = stack[(Ellipsis, *(slice(None) if ax <= axis else ops.C for ax in range(3)))]
+        ops.fill_ghosts_stacked(view, axis, rules)
+    return stack
+
+
+def _velocity_and_pressure(preset):
+    bcs = nsb.build({"preset": preset})
+    rules = [(*ops.bc_of(bcs.components[i]), i) for i in range(3)] + [(*ops.bc_of(bcs.p), None)]
+    rng = np.random.default_rng(2)
+    arrays = [np.asfortranarray(rng.standard_normal((6, 5, 7))) for _ in rules]
+    return bcs, rules, arrays
+
+
+@pytest.mark.parametrize("preset", ["channel", "cavity", "couette", "periodic"])
+def test_a_stack_of_fields_with_different_walls_pads_as_each_field_alone(preset):
+    bcs, rules, arrays = _velocity_and_pressure(preset)
+    stack = _stacked_pad(np, arrays, rules)
+    for i, a in enumerate(arrays):
+        alone = ops.pad(a, bcs.components[i], i) if i < 3 else ops.pad(a, bcs.p)
+        np.testing.assert_array_equal(stack[i], alone)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("preset", ["channel", "cavity", "couette"])
+def test_a_stack_of_fields_pads_the_same_on_the_gpu(preset, cupy):
+    _, rules, arrays = _velocity_and_pressure(preset)
+    np.testing.assert_array_equal(_stacked_pad(cupy, arrays, rules).get(), _stacked_pad(np, arrays, rules))

@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+from daskflow.backend import device_constant
+
 _SOURCE = r"""
 typedef {T} T;
 extern "C" __global__ void explicit_terms(const T* U, const T* V, const T* W, const T* dzf, const T* dzc,
@@ -83,8 +85,8 @@ def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
     U, V, W = (cupy.ascontiguousarray(a) for a in (U, V, W))
     dtype = U.dtype
     nx, ny, nz = (s - 2 for s in U.shape)
-    dzf = cupy.asarray(metrics.dzf, dtype=dtype)
-    dzc = cupy.asarray(metrics.dzc, dtype=dtype)
+    dzf = device_constant(cupy, metrics.dzf, dtype)
+    dzc = device_constant(cupy, metrics.dzc, dtype)
     out = [cupy.empty((nx, ny, nz), dtype=dtype) for _ in range(3)]
     n = nx * ny * nz
     threads = 256

@@ -11,11 +11,20 @@ divergence of the gradient is exactly the Poisson operator of :mod:`daskflow.poi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import HOST_POOL, array_module, compiled_loops, cpu_threads, even_ranges, run_in_threads
+from daskflow.backend import (
+    HOST_POOL,
+    array_module,
+    compiled_loops,
+    cpu_threads,
+    device_constant,
+    even_ranges,
+    run_in_threads,
+)
 from daskflow.grid import Grid
 from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
@@ -136,8 +145,47 @@ def fill_ghosts_stacked(stack, axis: int, bcs: list, sides: tuple[int, ...] = (0
         pairs, values, component = bcs[0]
         fill_ghosts(stack, axis, pairs[axis], values[axis], component == axis, sides)
         return
-    for field, (pairs, values, component) in zip(stack, bcs, strict=True):
-        fill_ghosts(field, axis, pairs[axis], values[axis], component == axis, sides)
+    if ("PP",) in rules:  # periodic beside walls on one axis (no flow has it): field by field
+        for field, (pairs, values, component) in zip(stack, bcs, strict=True):
+            fill_ghosts(field, axis, pairs[axis], values[axis], component == axis, sides)
+        return
+    # Walls with different conditions per field: every ghost plane is ``a * edge + b`` with the
+    # field's own (a, b), so one elementwise operation fills a side for the whole stack (a GPU
+    # pencil's host pays per operation).
+    n = stack.shape[stack.ndim - 3 + axis] - 2
+    xp = array_module(stack)
+    for side in sides:
+        ghost, edge = (_index(axis, 0), _index(axis, 1)) if side == 0 else (_index(axis, n + 1), _index(axis, n))
+        affine = [_ghost_affine(pairs[axis][side], values[axis][side], component == axis, side)
+                  for pairs, values, component in bcs]
+        a, b = (device_constant(xp, np.reshape(c, (-1, 1, 1)), stack.dtype) for c in zip(*affine, strict=True))
+        _affine(xp, stack[edge], a, b, stack[ghost])
+
+
+def _ghost_affine(letter: str, value: float, face: bool, side: int) -> tuple[float, float]:
+    """``(a, b)`` with ghost ``= a * edge + b`` for one side of a wall (:func:`fill_ghosts`'s rules:
+    the lower face of a Dirichlet normal component is the wall value, a Dirichlet centre mirrors
+    to it, anything else copies the edge)."""
+    if face:
+        return (0.0, value) if (side == 0 and letter == "D") else (1.0, 0.0)
+    return (-1.0, 2 * value) if letter == "D" else (1.0, 0.0)
+
+
+@functools.cache
+def _affine_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel("T x, T a, T b", "T y", "y = a * x + b", "daskflow_ghost_affine")
+
+
+def _affine(xp, x, a, b, out) -> None:
+    """``out[...] = a * x + b`` (broadcast), exactly rounded for ``a`` in -1, 0, 1: one kernel on
+    the GPU."""
+    if xp is np:
+        np.multiply(x, a, out=out)
+        out += b
+    else:
+        _affine_kernel()(x, a, b, out)
 
 
 def _compiled(xp) -> bool:
@@ -178,7 +226,17 @@ def _index(axis: int, i: int) -> tuple:
 
 
 def _z(arr, xp, dtype):
-    return xp.asarray(arr, dtype=dtype)[None, None, :]
+    """The host z-vector ``arr`` as a ``(1, 1, n)`` array of ``xp`` (kept on the GPU: metric
+    vectors repeat every substep)."""
+    return device_constant(xp, arr, dtype)[None, None, :]
+
+
+def _z_over(numerator: float, widths, xp, dtype):
+    """``numerator / widths`` as a ``(1, 1, n)`` array of ``xp``: divided where it is used, in float64
+    like the host would, over the kept upload of the (time-invariant) widths; ``numerator`` changes
+    with ``dt`` every substep, so the quotient itself is never worth keeping."""
+    q = numerator / _z(widths, xp, np.float64)
+    return q if q.dtype == dtype else q.astype(dtype)
 
 
 def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = None):
@@ -189,12 +247,13 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
     out = new_field(xp, shape, U.dtype)
 
     rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
-    rz = 1.0 / (m.dzf[1:-1] * scale)
     if _compiled(xp):
-        rz = np.asarray(rz, dtype=U.dtype)
+        rz = np.asarray(1.0 / (m.dzf[1:-1] * scale), dtype=U.dtype)
         for_slabs(xp, shape, lambda k0, k1: cpu_kernels.divergence_slab(U, V, W, rx, ry, rz, out, k0, k1), threads,
                   compiled=True)
         return out
+    rz = 1.0 / (_z(m.dzf[1:-1], xp, np.float64) * scale)
+    rz = rz if rz.dtype == U.dtype else rz.astype(U.dtype)
 
     def slab(k0, k1):
         z, zc = slice(k0 + 1, k1 + 1), slice(k0, k1)
@@ -205,7 +264,7 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
         t *= ry
         o += t
         xp.subtract(W[C, C, z], W[C, C, k0:k1], out=t)
-        t *= _z(rz[zc], xp, U.dtype)
+        t *= rz[..., zc]
         o += t
 
     for_slabs(xp, shape, slab, threads)
@@ -244,7 +303,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
         z = slice(k0 + 1, k1 + 1)
         o = out[:, :, zc]
         upper = P[hi + (z,)] if axis < 2 else P[C, C, k0 + 2:k1 + 2]
-        factor = scale / spacing if axis < 2 else _z(scale / m.dzc[z], xp, P.dtype)
+        factor = scale / spacing if axis < 2 else _z_over(scale, m.dzc[z], xp, P.dtype)
         if body:
             t = xp.subtract(upper, P[C, C, z])
             t /= spacing if axis < 2 else _z(m.dzc[z], xp, P.dtype)
@@ -290,7 +349,7 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
                 up, down, width = m.dzf[2:], m.dzf[1:-1], m.dzc[1:]
             else:  # centres: differences over centre distances, divided by the cell width
                 up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
-            up_factor, down_factor = (_z(scale / (d * width), xp, A.dtype) for d in (up, down))
+            up_factor, down_factor = (_z_over(scale, d * width, xp, A.dtype) for d in (up, down))
         term = A[up_sl] - A[C, C, C]
         term *= up_factor
         if out is None:

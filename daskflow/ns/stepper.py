@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from daskflow.backend import array_module, is_cupy_array
+from daskflow.backend import array_module, device_constant, is_cupy_array
 from daskflow.ns import advection as adv
 from daskflow.ns import operators as ops
 from daskflow.ns.domain import weighted_sum
@@ -76,7 +76,7 @@ class Stepper:
         """``max(|u|/dx + |v|/dy + |w|/dz)`` over this domain's points (1/s): the advective rate."""
         xp = array_module(state.u)
         m = self.metrics
-        dz = xp.asarray(m.dzf[1:-1])[None, None, :]
+        dz = device_constant(xp, m.dzf[1:-1])[None, None, :]
         return float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
 
     def dt_limit(self, rate: float, cfl: float, dt_max: float) -> float:

@@ -58,6 +58,8 @@ class LocalExecutor:
 
 def freeze(key):
     """``key`` with every list turned into a tuple (hashable; pieces' tags are built from keys)."""
+    if type(key) is tuple and all(type(k) is int for k in key):
+        return key  # a chunk index, the common case: every exchange tags its pieces with them
     return tuple(freeze(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
@@ -91,12 +93,17 @@ class DirectExecutor:
         outgoing, incoming = [], []
         for d in dests:
             receiver = self.owner(d)
+            frozen_d = None
             for s in sources(d):
-                tag = (*xid, freeze(s), freeze(d))
-                if self.owner(s) == self.me:
+                sender = self.owner(s)
+                if sender != self.me and receiver != self.me:
+                    continue  # a pair between two other participants: nothing to tag here
+                frozen_d = freeze(d) if frozen_d is None else frozen_d
+                tag = (*xid, freeze(s), frozen_d)
+                if sender == self.me:
                     outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
                 if receiver == self.me:
-                    incoming.append((self.owner(s), tag))
+                    incoming.append((sender, tag))
         start = time.perf_counter()
         try:
             received = self.transport.exchange(outgoing, incoming, run_of(xid),
@@ -105,7 +112,8 @@ class DirectExecutor:
             self.waited += time.perf_counter() - start
         out = {}
         for d in self._mine(dests):
-            pieces = [received[(*xid, freeze(s), freeze(d))] for s in sources(d)]
+            frozen_d = freeze(d)
+            pieces = [received[(*xid, freeze(s), frozen_d)] for s in sources(d)]
             out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
         return out
 

@@ -152,6 +152,27 @@ def test_concurrent_fused_solves_do_not_deadlock(client):
         np.testing.assert_allclose(x, s.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
 
 
+@pytest.mark.parametrize("trusted, queries", [(1e9, 1), (0.0, 3)], ids=["within-the-time", "after-it"])
+def test_chained_solves_ask_the_scheduler_for_its_workers_only_when_the_list_is_old(client, monkeypatch,
+                                                                                     trusted, queries):
+    from daskflow.poisson import distributed
+
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (2, 1), granularity="fused")
+    b = _rhs(8)
+    x = persist_home(solver, b, client)
+    asked = []
+    real = distributed.live_workers
+    monkeypatch.setattr(distributed, "live_workers", lambda c: asked.append(1) or real(c))
+    monkeypatch.setattr(distributed, "WORKERS_TRUSTED", trusted)
+    for _ in range(3):
+        x = solver.solve(x)
+    expected = b
+    for _ in range(3):
+        expected = solver.solve(expected)
+    np.testing.assert_allclose(x.compute(), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    assert len(asked) == queries
+
+
 def test_bad_granularity_is_rejected():
     with pytest.raises(ValueError, match="granularity"):
         PoissonSolver(GRID, granularity="coarse")

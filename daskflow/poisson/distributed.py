@@ -14,6 +14,7 @@ a lazy Dask array for the local scheduler.
 from __future__ import annotations
 
 import operator
+import time
 from dataclasses import dataclass, field
 
 import dask
@@ -61,11 +62,15 @@ class ClusterState:
     previous: dict = field(default_factory=dict)  # worker -> an output block of the last fused solve
     spec: CommSpec | None = None
 
+    def healthy(self) -> bool:
+        """Whether no output of the last fused solve failed, was cancelled or lost its worker."""
+        return not any(f.status in ("error", "cancelled", "lost") for f in self.previous.values())
+
     def communicator(self, client) -> CommSpec:
         """The communicator of the next solve: asked for again (a check on every worker, a new one
         where it was aborted) only at the first solve and after a solve that failed or was cancelled,
         not on every solve."""
-        if self.spec is None or any(f.status in ("error", "cancelled") for f in self.previous.values()):
+        if self.spec is None or not self.healthy():
             self.spec = make_comm(client, self.participants, self.comm, self.device)
         return self.spec
 
@@ -86,12 +91,24 @@ class ClusterState:
         took_turn(client, self.previous)
 
 
+#: seconds a solver reuses the worker list it last asked the scheduler for (:func:`cluster_state`)
+WORKERS_TRUSTED = 1.0
+
+
 def cluster_state(solver, client, xp_name: str) -> ClusterState:
-    """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client."""
+    """Scatter the plan and compute the P-TDMA set-up on the workers, once per solver and client.
+
+    Asking the scheduler for its workers is two round trips, which chained solves paid every time
+    (about 15 ms per solve on a 2-core host, more than a small solve itself); the list is asked
+    again only after :data:`WORKERS_TRUSTED` seconds or when the last solve failed."""
+    cache = solver.__dict__.setdefault("_cluster_states", {})
+    recent = cache.get(("recent", client.id, xp_name))
+    if recent is not None and time.monotonic() - recent[0] < WORKERS_TRUSTED and recent[1].healthy():
+        return recent[1]
     workers = live_workers(client)  # chunks are dealt round-robin: any number of workers
     cache_key = (client.id, xp_name, tuple(workers))
-    cache = solver.__dict__.setdefault("_cluster_states", {})
     if cache_key in cache:
+        cache[("recent", client.id, xp_name)] = (time.monotonic(), cache[cache_key])
         return cache[cache_key]
     plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
@@ -111,6 +128,7 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
                 table[k] = client.submit(setup, plans[owner], k, xp_name, workers=[owner],
                                          allow_other_workers=False, pure=False)
     cache[cache_key] = state
+    cache[("recent", client.id, xp_name)] = (time.monotonic(), state)
     return state
 
 

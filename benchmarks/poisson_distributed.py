@@ -134,16 +134,18 @@ def _n_tasks(dask_scheduler) -> int:
 # ---------------------------------------------------------------- client side
 
 def start_cluster(args, n: int):
-    """A cluster of ``n`` workers: GPUs ``0..n-1`` over UCX with an RMM pool, or CPU processes."""
+    """A cluster of ``n`` workers: GPUs ``0..n-1`` (CuPy on its own pool, as ``daskflow run`` leaves
+    it, or on an RMM pool with ``--rmm-pool-size``), or CPU processes."""
     if args.cpu:
         from distributed import LocalCluster
 
         return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
     from dask_cuda import LocalCUDACluster
 
+    rmm = {} if args.rmm_pool_size is None else {"rmm_pool_size": args.rmm_pool_size,
+                                                 "rmm_allocator_external_lib_list": ["cupy"]}
     return LocalCUDACluster(protocol=args.protocol, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(n)),
-                            rmm_pool_size=args.rmm_pool_size, rmm_allocator_external_lib_list=["cupy"],
-                            dashboard_address=None)
+                            dashboard_address=None, **rmm)
 
 
 def _stable_count(client) -> int:
@@ -413,7 +415,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=None, help="untimed solves first (default 2, --quick 1)")
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--protocol", default="ucx", help="GPU cluster comms (ucx or tcp)")
-    parser.add_argument("--rmm-pool-size", default="60GB", help="RMM pool per GPU worker")
+    parser.add_argument("--rmm-pool-size", default=None,
+                        help="RMM pool per GPU worker for CuPy (default none: CuPy's own pool)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 256^3 defaults")
     parser.add_argument("--out", default=None, help="also write the JSON document here")
     args = parser.parse_args()

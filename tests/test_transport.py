@@ -430,6 +430,32 @@ def test_different_solvers_in_flight_together_take_turns_on_the_shared_communica
         np.testing.assert_allclose(x, reference, rtol=0, atol=1e-12 * np.abs(reference).max())
 
 
+def _layer_keys(name: str, dask_scheduler=None) -> int:
+    return sum(1 for k in dask_scheduler.tasks if isinstance(k, tuple) and k[0] == name)
+
+
+def test_a_finished_solve_holds_no_data_once_its_caller_drops_it(loopback):
+    """The solver watches a fused solve's outputs (for the turn order and failures) only while they
+    run: once done and dropped by their caller, the scheduler forgets them and the workers free them."""
+    import dask.array as da
+    from distributed import wait
+
+    from daskflow.poisson.distributed import home_chunks
+
+    b = np.asfortranarray(np.random.default_rng(9).standard_normal((8, 12, 16)))
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        solver = _poisson("loopback")
+        out = solver.solve(da.from_array(b, chunks=home_chunks(solver)))
+        name = out.name
+        wait(out)
+        assert client.run_on_scheduler(_layer_keys, name) == 2  # one block per chunk of (1, 2)
+        del out
+        deadline = time.monotonic() + 60  # a bound for a broken release, not a speed expectation
+        while client.run_on_scheduler(_layer_keys, name):
+            assert time.monotonic() < deadline, "the dropped solution is still held on the cluster"
+            time.sleep(0.05)
+
+
 def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback):
     import dask.array as da
 

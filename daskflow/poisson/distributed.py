@@ -59,12 +59,17 @@ class ClusterState:
     device: str = "cpu"
     coefficients: dict = field(default_factory=dict)
     factors: dict = field(default_factory=dict)
-    previous: dict = field(default_factory=dict)  # worker -> an output block of the last fused solve
+    # worker -> an output block of the last fused solve, while it runs: a finished one is let go at
+    # once (holding it kept the solution alive on the workers after its caller dropped it)
+    previous: dict = field(default_factory=dict)
+    failed: bool = False  # a fused solve since the communicator was made failed or was cancelled
     spec: CommSpec | None = None
 
     def healthy(self) -> bool:
-        """Whether no output of the last fused solve failed, was cancelled or lost its worker."""
-        return not any(f.status in ("error", "cancelled", "lost") for f in self.previous.values())
+        """Whether no fused solve since the communicator was made failed, was cancelled or lost a
+        worker (the running ones included)."""
+        running = list(self.previous.values())  # a copy: callbacks remove entries meanwhile
+        return not self.failed and not any(f.status in ("error", "cancelled", "lost") for f in running)
 
     def communicator(self, client) -> CommSpec:
         """The communicator of the next solve: asked for again (a check on every worker, a new one
@@ -72,6 +77,7 @@ class ClusterState:
         not on every solve."""
         if self.spec is None or not self.healthy():
             self.spec = make_comm(client, self.participants, self.comm, self.device)
+            self.failed = False
         return self.spec
 
     def pending(self, client, name: str) -> dict:
@@ -83,12 +89,22 @@ class ClusterState:
         return {w: f for w, f in wait_turn(client, self.participants).items() if f.key[0] != name}
 
     def remember(self, client, out: da.Array, pz: int) -> None:
-        """Keep one output block per worker of the solve just submitted (to re-check the
-        communicator after a failure, and for the order of the next fused work)."""
+        """Watch one output block per worker of the solve just submitted until it is done (to
+        re-check the communicator after a failure, and for the order of the next fused work)."""
         from distributed import futures_of
 
-        self.previous = {chunk_owner(tuple(f.key[-2:]), self.workers, pz): f for f in futures_of(out)}
-        took_turn(client, self.previous)
+        submitted = {chunk_owner(tuple(f.key[-2:]), self.workers, pz): f for f in futures_of(out)}
+        self.previous = dict(submitted)
+        took_turn(client, submitted)
+        for worker, future in submitted.items():
+            future.add_done_callback(lambda done, worker=worker: self._done(worker, done))
+
+    def _done(self, worker: str, future) -> None:
+        """A watched output is done (called in the client's event loop): note a failure, let it go."""
+        if future.status in ("error", "cancelled"):
+            self.failed = True
+        if self.previous.get(worker) is future:
+            self.previous.pop(worker, None)
 
 
 #: seconds a solver reuses the worker list it last asked the scheduler for (:func:`cluster_state`)
@@ -102,13 +118,14 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
     (about 15 ms per solve on a 2-core host, more than a small solve itself); the list is asked
     again only after :data:`WORKERS_TRUSTED` seconds or when the last solve failed."""
     cache = solver.__dict__.setdefault("_cluster_states", {})
-    recent = cache.get(("recent", client.id, xp_name))
-    if recent is not None and time.monotonic() - recent[0] < WORKERS_TRUSTED and recent[1].healthy():
-        return recent[1]
+    recent = solver.__dict__.setdefault("_recent_cluster_states", {})  # (client, xp) -> (when, state)
+    when, state = recent.get((client.id, xp_name), (None, None))
+    if state is not None and time.monotonic() - when < WORKERS_TRUSTED and state.healthy():
+        return state
     workers = live_workers(client)  # chunks are dealt round-robin: any number of workers
     cache_key = (client.id, xp_name, tuple(workers))
     if cache_key in cache:
-        cache[("recent", client.id, xp_name)] = (time.monotonic(), cache[cache_key])
+        recent[(client.id, xp_name)] = (time.monotonic(), cache[cache_key])
         return cache[cache_key]
     plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
@@ -128,7 +145,7 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
                 table[k] = client.submit(setup, plans[owner], k, xp_name, workers=[owner],
                                          allow_other_workers=False, pure=False)
     cache[cache_key] = state
-    cache[("recent", client.id, xp_name)] = (time.monotonic(), state)
+    recent[(client.id, xp_name)] = (time.monotonic(), state)
     return state
 
 

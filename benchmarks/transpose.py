@@ -14,6 +14,10 @@ all-to-all among the P workers) are timed three ways in the same run:
 
 For the Dask designs: the time per transpose in a chain of ``--chain`` dependent transposes
 submitted as one graph, and the wall time of one transpose submitted and awaited from the client.
+For the fused designs also the steady time per transpose and the fixed cost of a run (the fused
+tasks submitted, started and awaited), from chains of ``--chain`` and ``4 * --chain`` transposes
+(``channel_step.steady``): the chained figure carries ``1 / --chain`` of that cost in every
+transpose, the steady one is what a transpose costs inside a longer fused task (a time step).
 Prints one JSON document.
 
     python benchmarks/transpose.py [--gpus 2 4] [--mib 64 1024] [--chain 20] [--repeat 5]
@@ -129,6 +133,7 @@ DESIGNS = ("stage", "fused-mailbox", "fused-nccl")
 
 def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, designs=DESIGNS) -> dict:
     import dask
+    from channel_step import steady
     from distributed import wait
 
     from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
@@ -186,6 +191,9 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
         chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
         out[design] = {"one_awaited_ms": 1e3 * float(np.median(single)),
                        "chained_per_transpose_ms": 1e3 * float(np.median(chained))}
+        if design.startswith("fused"):
+            per_transpose, per_run = steady(partial(run, design), chain)
+            out[design].update(steady_per_transpose_ms=1e3 * per_transpose, per_run_ms=1e3 * per_run)
     return out
 
 
@@ -219,6 +227,8 @@ def main() -> None:
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
     parser.add_argument("--protocol", default="ucx", choices=["ucx", "tcp"],
                         help="Dask's comms between the GPU workers (the mailbox's pieces travel over them)")
+    parser.add_argument("--rmm-pool-size", default=None,
+                        help="put CuPy on an RMM pool of this size on the workers (default: CuPy's own pool)")
     parser.add_argument("--raw", nargs=2, type=int, metavar=("GPUS", "MIB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw:  # child process: raw peer copies without any Dask worker in the way
@@ -226,6 +236,7 @@ def main() -> None:
                           **nccl_all_to_all(args.raw[0], args.raw[1], args.repeat)}))
         return
 
+    from channel_step import cuda_cluster
     from distributed import Client
 
     import daskflow
@@ -243,11 +254,7 @@ def main() -> None:
 
             cluster = LocalCluster(n_workers=gpus, threads_per_worker=1, dashboard_address=None)
         else:
-            from dask_cuda import LocalCUDACluster
-
-            cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=args.protocol,
-                                       rmm_pool_size="24GB", rmm_allocator_external_lib_list=["cupy"],
-                                       dashboard_address=None)
+            cluster = cuda_cluster(gpus, args.protocol, args.rmm_pool_size)
         with cluster, Client(cluster) as client:
             if not args.cpu:
                 from channel_step import cluster_device
@@ -263,12 +270,16 @@ def main() -> None:
                         chained = row[design]["chained_per_transpose_ms"]
                         row[design]["chained_over_raw"] = chained / row["raw_ms"]
                         row[design]["chained_over_nccl_floor"] = chained / row["nccl_floor_ms"]
+                        if "steady_per_transpose_ms" in row[design]:
+                            row[design]["steady_over_nccl_floor"] = (row[design]["steady_per_transpose_ms"]
+                                                                     / row["nccl_floor_ms"])
                 results.append(row)
                 print(json.dumps(row), file=sys.stderr)
     import dask
     import distributed
 
     print(json.dumps({"benchmark": "transpose", "device": device, "protocol": "tcp" if args.cpu else args.protocol,
+                      "rmm_pool_size": args.rmm_pool_size,
                       "versions": {"daskflow": daskflow.__version__, "dask": dask.__version__,
                                    "distributed": distributed.__version__},
                       "targets": "chained x->y transpose: <= 1.3 x the NCCL floor at 1 GiB per GPU, "

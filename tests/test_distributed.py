@@ -134,12 +134,27 @@ def test_fused_granularity_equals_single_array(client, method):
         np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
-def test_fused_graph_is_one_task_per_worker_plus_outputs_and_markers(client):
-    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (2, 2), granularity="fused")
-    b = da.zeros(GRID.shape, chunks=home_chunks(solver))
-    g = build_graph(solver, b, client)
-    workers = len(client.scheduler_info()["workers"])
-    assert len(g.tasks) == min(workers, 4) + 4 + 4  # fused tasks, outputs, ready markers
+@pytest.mark.parametrize("pencils, tasks_per_solve", [((1, 1), 1), ((2, 1), 2 + 2), ((2, 2), 2 + 4 + 4)])
+def test_chained_fused_solves_run_only_the_tasks_they_need(client, pencils, tasks_per_solve):
+    """Each task on the path from one solve to the next costs a round trip to the scheduler. A
+    worker that owns one chunk returns it as the solution's key (no ``getitem`` behind it); ready
+    markers exist only when other workers take part: (1, 1) is one task per solve, (2, 1) on two
+    workers two fused tasks and two markers, (2, 2) two fused tasks, four outputs and four markers."""
+    from distributed import get_task_stream
+
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", pencils, granularity="fused")
+    b = _rhs(9)
+    x = persist_home(solver, b, client)
+    wait(solver.solve(x))  # set-up: plan and P-TDMA coefficients on the workers
+    with get_task_stream(client) as stream:
+        for _ in range(3):
+            x = solver.solve(x)
+        wait(x)
+    assert len(stream.data) == 3 * tasks_per_solve
+    expected = b
+    for _ in range(3):
+        expected = solver.solve(expected)
+    np.testing.assert_allclose(x.compute(), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
 
 
 def test_concurrent_fused_solves_do_not_deadlock(client):

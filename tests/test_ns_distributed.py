@@ -57,6 +57,28 @@ def test_runs_continue_and_set_works_between_runs(cluster):
     np.testing.assert_allclose(to_numpy(sim.w.compute()), to_numpy(reference.state.w), rtol=0, atol=1e-10)
 
 
+def test_a_run_is_one_task_per_worker_and_brings_its_clock(cluster, monkeypatch):
+    """Once the pencils are computed a run needs no ready markers and no task to read the clock
+    (each would cost a round trip): one task per worker, the clock published by the first. Should
+    the clock's event not come, it is read from the first pencil."""
+    from distributed import get_task_stream
+
+    from daskflow.ns import distributed
+
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": pencils}
+    reference = Simulation(CHANNEL).run(steps=3)
+    sim = Simulation(cfg, client=client).run(steps=1)
+    with get_task_stream(client) as stream:
+        sim.run(steps=1)
+    assert len(stream.data) == pencils[0] * pencils[1]
+    monkeypatch.setattr(distributed, "clocks_of", lambda client: {})
+    sim.run(steps=1)
+    assert sim.step == 3 and sim.time == pytest.approx(reference.time, rel=1e-14)
+    assert sim.dt == pytest.approx(reference.dt, rel=1e-12)
+
+
 def test_pencils_must_match_the_workers(cluster):
     client, _ = cluster
     cfg = copy.deepcopy(CHANNEL)

@@ -380,6 +380,35 @@ def test_a_failed_run_reports_the_failing_task_not_the_peers_it_aborted():
         assert sim.run(steps=1).step == 2  # the next run goes on from the state before the failure
 
 
+def test_runs_ask_the_workers_about_their_communicator_only_after_a_failure(loopback, monkeypatch):
+    """Only a failed run aborts a communicator, so the round trip that checks it on every worker is
+    made before the first run after a failure, not before every run; the run after the failure
+    gets a new communicator and goes on."""
+    asked = []
+    run = Client.run
+
+    def counting_run(self, function, *args, **kwargs):
+        if function is transport.comm_alive:
+            asked.append(args[0])
+        return run(self, function, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "run", counting_run)
+    with _threaded_cluster() as cluster, Client(cluster) as client:
+        sim = Simulation(_channel((1, 2)), client=client)
+        sim.comm = "loopback"
+        sim.run(steps=1).run(steps=1).run(steps=1)
+        first = sim._cluster.comm_spec
+        assert asked == []
+        _inject_failure(client, "daskflow.ns.runs", "advance", worker=1)
+        with pytest.raises(RuntimeError, match="injected"):
+            sim.run(steps=1)
+        sim.run(steps=1)
+        assert asked == [first.key]  # one round trip to the workers
+        assert sim._cluster.comm_spec.key != first.key and sim.step == 4
+        sim.run(steps=1)
+        assert asked == [first.key]
+
+
 def _threaded_cluster():
     return LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None)
 

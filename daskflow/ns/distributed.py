@@ -64,17 +64,21 @@ def _record_phases(worker, clock: PhaseClock, domain: FlowDomain) -> None:
 
 
 def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until,
-                  stoppable: bool = False, comm=None) -> dict:
+                  stoppable: bool = False, comm=None, report_clock: bool = False) -> dict:
     """Body of the fused task: advance this worker's pencil; returns the new pencil state.
-    ``ready`` (ignored) holds markers of every worker's pencil, so a failed one fails all tasks.
-    ``stoppable``: the run ends after the step in which any worker received :func:`request_stop`
-    for it (:func:`daskflow.ns.runs.advance_pencil`)."""
+    ``ready`` (ignored) holds markers of the other workers' pencils while they may still fail, so a
+    failed one fails all tasks. ``stoppable``: the run ends after the step in which any worker
+    received :func:`request_stop` for it (:func:`daskflow.ns.runs.advance_pencil`).
+    ``report_clock``: publish the clock after the run to the client (:data:`CLOCK_TOPIC`)."""
     def body(stepper, state, worker):
         requests = worker.__dict__.setdefault("daskflow_stop_requests", set())
         asked = (lambda: run_id in requests) if stoppable else None
         runs.advance_pencil(plan, stepper, state, steps, until, asked, hook=_test_kill_hook)
         requests.discard(run_id)
-        return runs.pencil_of(state, stepper.domain)
+        pencil = runs.pencil_of(state, stepper.domain)
+        if report_clock:
+            worker.log_event(CLOCK_TOPIC, [run_id, _clock(pencil)])
+        return pencil
 
     return _on_worker(plan, run_id, workers, pencil, body, comm)
 
@@ -200,8 +204,27 @@ def worker_device(client, requested: str) -> str:
     return "gpu" if all(client.run(_has_gpu).values()) else "cpu"
 
 
-def _clock(pencil: dict) -> tuple:
-    return pencil["time"], pencil["step"], pencil["dt"], pencil["forcing_gradient"]
+#: the event topic on which the first pencil of a run publishes the clock after it (:func:`run_on_worker`)
+CLOCK_TOPIC = "daskflow-clock"
+_CLOCKS: dict[str, dict] = {}  # client id -> {run id: clock} as the events arrive
+
+
+def _clock(pencil: dict) -> tuple[float, int, float, float]:
+    """A pencil's time, step, dt and forcing gradient, as plain Python numbers."""
+    return (float(pencil["time"]), int(pencil["step"]), float(pencil["dt"]),
+            float(pencil["forcing_gradient"]))
+
+
+def clocks_of(client) -> dict:
+    """The clocks published on ``client``'s cluster by runs, by run id (subscribed to once per
+    client). A clock travels ahead of its task's completion on the same streams (worker to
+    scheduler, scheduler to client), so it is here when the client sees the task done: a run costs
+    no task and no round trip after it to learn where it ended."""
+    clocks = _CLOCKS.get(client.id)
+    if clocks is None:
+        clocks = _CLOCKS[client.id] = {}
+        client.subscribe_topic(CLOCK_TOPIC, lambda event: clocks.__setitem__(event[1][0], tuple(event[1][1])))
+    return clocks
 
 
 def _raise_root_cause(futures: list) -> None:
@@ -301,12 +324,17 @@ class WorkerPencils:
     def submit(self, fn, *args, state: State, clock: bool = False, stop: Callable[[], bool] | None = None):
         """One fused task per pencil running ``fn``; waits for them (watching the scheduler's removal
         events for lost workers, :func:`removed_workers`, and forwarding a ``stop`` request) and
-        keeps the new pencils; with ``clock`` returns the state's clock after them (fetched by a task
-        queued behind the first pencil's, so the run costs one round trip from here, not two), else
-        the tasks' futures."""
+        keeps the new pencils; with ``clock`` (``fn`` is :func:`run_on_worker`) returns the state's
+        clock after them, published by the first pencil's task (:func:`clocks_of`), else the tasks'
+        futures.
+
+        Every dependency costs a round trip to the scheduler, so a task depends on its own pencil
+        and, only while another worker's pencil may still fail (placed but not yet computed), on a
+        tiny marker of it: a failed pencil then fails every task instead of leaving its peers
+        waiting for pieces."""
 
         from daskflow.pencils.direct import ready_marker
-        from daskflow.pencils.transport import make_comm, took_turn, wait_turn
+        from daskflow.pencils.transport import comm_failed, make_comm, took_turn, wait_turn
 
         if self.pencils is None:
             self.scatter(state)
@@ -314,20 +342,35 @@ class WorkerPencils:
         self.comm_spec = make_comm(self.client, self.workers, self.comm, self.plan.device)
         self.runs += 1
         run_id = uuid.uuid4().hex
+        clocks = clocks_of(self.client) if clock else None
         owners = [self.owner(key) for key in self.plan.poisson_plan.decomposition.indices]
-        markers = [self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
-                   for pencil, owner in zip(self.pencils, owners, strict=True)]
+        markers = {}  # owner -> the marker of its pencil
+        if len(owners) > 1 and any(pencil.status != "finished" for pencil in self.pencils):
+            markers = {owner: self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
+                       for pencil, owner in zip(self.pencils, owners, strict=True)}
         after = wait_turn(self.client, owners)  # fused work of solvers still running on these workers
-        futures = [self.client.submit(fn, self.plans[owner], run_id, self.workers, pencil,
-                                      [*markers, *([after[owner]] if owner in after else [])], *args,
-                                      comm=self.comm_spec, workers=[owner], allow_other_workers=False, pure=False)
-                   for pencil, owner in zip(self.pencils, owners, strict=True)]
+        futures = []
+        for i, (pencil, owner) in enumerate(zip(self.pencils, owners, strict=True)):
+            ready = [marker for other, marker in markers.items() if other != owner]
+            ready += [after[owner]] if owner in after else []
+            extra = {"report_clock": True} if clock and i == 0 else {}
+            futures.append(self.client.submit(fn, self.plans[owner], run_id, self.workers, pencil, ready, *args,
+                                              comm=self.comm_spec, **extra, workers=[owner],
+                                              allow_other_workers=False, pure=False))
         took_turn(self.client, dict(zip(owners, futures, strict=True)))
-        extra = [self.client.submit(_clock, futures[0], workers=[owners[0]], pure=False)] if clock else []
-        self._wait(futures, markers + extra, run_id, sorted(set(owners)), stop)
+        try:
+            self._wait(futures, list(markers.values()), run_id, sorted(set(owners)), stop)
+        except BaseException:
+            comm_failed(self.client)  # the next run checks the communicator on every worker
+            raise
         if fn is not diagnostics_on_worker:
             self.pencils = futures
-        return extra[0].result() if clock else futures
+        if not clock:
+            return futures
+        reported = clocks.pop(run_id, None)
+        # the event precedes the task's completion on the same streams; should it ever be lost (a
+        # reconnected stream), the first pencil still holds the clock
+        return reported if reported is not None else self.client.submit(_clock, futures[0], pure=False).result()
 
     def _wait(self, futures: list, others: list, run_id: str, owners: list[str], stop) -> None:
         from distributed import wait

@@ -149,8 +149,9 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
 
     ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
     (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
-    maps chunk index to output block. ``ready`` (ignored) lists tiny markers of every worker's
-    inputs, so that a failed input anywhere fails every fused task instead of leaving them waiting.
+    maps chunk index to output block. ``ready`` (ignored) lists tiny markers of the other
+    workers' inputs, so that a failed input anywhere fails every fused task instead of leaving them
+    waiting.
     ``comm`` names the transport of the exchanges (default: the mailbox).
     """
     from distributed import get_worker

@@ -374,6 +374,7 @@ def _check_ucx(client, workers: Sequence[str], setting: str) -> None:
 
 
 _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, workers, device)
+_CHECKED: set[tuple] = set()  # keys of _SHARED found alive (or made) with no failed run since
 _LAST_FUSED: dict[str, dict] = {}  # client id -> worker -> an output of the fused work submitted there last
 
 
@@ -408,10 +409,21 @@ def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") ->
         return CommSpec("mailbox", workers)
     key = (client.id, kind, workers, device)
     spec = _SHARED.get(key)
-    if spec is not None and not all(client.run(comm_alive, spec.key, workers=list(workers)).values()):
+    if spec is not None and key not in _CHECKED and not all(client.run(comm_alive, spec.key,
+                                                                       workers=list(workers)).values()):
         client.run(retire, spec.key, workers=list(workers))
         spec = None
     if spec is None:
         spec = CommSpec(kind, workers, BOOTSTRAPS[kind](client, workers, device))
         _SHARED[key] = spec
+    _CHECKED.add(key)
     return spec
+
+
+def comm_failed(client) -> None:
+    """A run or solve on ``client``'s workers failed, was cancelled or lost a worker: before their
+    next run, :func:`make_comm` asks every worker again whether its communicators are alive. Only a
+    failed run aborts a communicator, so between failures that question (a round trip to every
+    worker) is not asked at every run."""
+    for key in [key for key in _CHECKED if key[0] == client.id]:
+        _CHECKED.discard(key)

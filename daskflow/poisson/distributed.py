@@ -26,7 +26,7 @@ from daskflow.backend import is_cupy_array
 from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, live_workers, placement_annotations, scatter_per_worker
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
-from daskflow.pencils.transport import CommSpec, choose_comm, make_comm, took_turn, wait_turn
+from daskflow.pencils.transport import CommSpec, choose_comm, comm_failed, make_comm, took_turn, wait_turn
 from daskflow.poisson import algorithms, stages
 from daskflow.zsolve import spectral
 from daskflow.zsolve.choice import PTDMA, ZSolve
@@ -76,6 +76,8 @@ class ClusterState:
         where it was aborted) only at the first solve and after a solve that failed or was cancelled,
         not on every solve."""
         if self.spec is None or not self.healthy():
+            if not self.healthy():
+                comm_failed(client)
             self.spec = make_comm(client, self.participants, self.comm, self.device)
             self.failed = False
         return self.spec
@@ -203,34 +205,52 @@ def solution_layer(token: str) -> str:
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
                  comm: CommSpec, after: dict) -> SolveGraph:
-    """One task per worker running the whole algorithm with direct exchanges, plus one
-    ``getitem`` per chunk to expose the output blocks as a Dask array (and one tiny ready marker
-    per input chunk that every fused task depends on; a worker's task also waits for ``after``
-    there, the previous solve's output)."""
+    """One task per worker running the whole algorithm with direct exchanges.
+
+    Every dependency between tasks costs a round trip to the scheduler, which in chained solves
+    adds up to more than a small solve itself, so the graph keeps them off the path from one solve
+    to the next: a worker that owns one chunk (the home layout) returns that chunk's output block
+    as the solution's own key; one that owns several returns them all and one ``getitem`` per chunk
+    exposes them. A fused task depends on its own input blocks and, when other workers take part,
+    on a tiny ready marker of each of their blocks, so that a failed input anywhere fails every
+    fused task at once instead of leaving its peers waiting for pieces. A worker's task also waits
+    for ``after`` there (the fused work submitted to it before)."""
     fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
     tasks, placement = {}, {}
-    markers = []
-    for k, block in blocks.items():  # every fused task waits for all inputs, so one failure fails all
-        marker = (f"daskflow-ready-{token}", *k)
-        tasks[marker] = (ready_marker, block)
-        placement[marker] = owner[k]
-        markers.append(marker)
+    markers = {}
+    if len({owner[k] for k in blocks}) > 1:
+        for k, block in blocks.items():
+            markers[k] = (f"daskflow-ready-{token}", *k)
+            tasks[markers[k]] = (ready_marker, block)
+            placement[markers[k]] = owner[k]
     for i, worker in enumerate(workers):
         inputs = [([list(k) for k in d if owner[k] == worker], [v for k, v in d.items() if owner[k] == worker])
                   for d in (blocks, *setup)]
-        if not inputs[0][0]:
+        mine = inputs[0][0]
+        if not mine:
             continue  # a worker without chunks takes no part
-        key = (fused_name, i)
-        ready = [*markers, after[worker]] if worker in after else markers
-        tasks[key] = (run_on_worker, algorithm, plan_ref[worker], token, workers, dec.pz, inputs, ready, comm)
-        placement[key] = worker
-        for k in inputs[0][0]:
-            out_key = (name, 0, *k)
-            tasks[out_key] = (operator.getitem, key, tuple(k))
-            placement[out_key] = worker
+        ready = [marker for k, marker in markers.items() if owner[k] != worker]
+        ready += [after[worker]] if worker in after else []
+        args = (algorithm, plan_ref[worker], token, workers, dec.pz, inputs, ready, comm)
+        if len(mine) == 1:
+            tasks[(name, 0, *mine[0])] = (_run_for_one_chunk, *args)
+            placement[(name, 0, *mine[0])] = worker
+            continue
+        tasks[(fused_name, i)] = (run_on_worker, *args)
+        placement[(fused_name, i)] = worker
+        for k in mine:
+            tasks[(name, 0, *k)] = (operator.getitem, (fused_name, i), tuple(k))
+            placement[(name, 0, *k)] = worker
     return SolveGraph(tasks, {}, name, placement, workers)
+
+
+def _run_for_one_chunk(*args) -> object:
+    """:func:`~daskflow.pencils.direct.run_on_worker` for a worker that owns one chunk: that
+    chunk's output block itself."""
+    [block] = run_on_worker(*args).values()
+    return block
 
 
 def solve_dask(solver, b: da.Array) -> da.Array:

@@ -409,6 +409,31 @@ def test_runs_ask_the_workers_about_their_communicator_only_after_a_failure(loop
         assert asked == [first.key]
 
 
+def test_a_task_that_fails_before_its_run_does_not_leave_its_peers_waiting():
+    """A fused task that fails before it joins the run cannot tell its peers, and no task of the
+    graph stands between them (chained solves have no ready markers): the client aborts the solve
+    on every worker instead of leaving them to the exchanges' ten-minute timeout; the next solve
+    works."""
+    import dask.array as da
+    from distributed import futures_of, wait
+
+    from daskflow.poisson.distributed import home_chunks
+
+    b = np.asfortranarray(np.random.default_rng(8).standard_normal((8, 12, 16)))
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        solver = _poisson("mailbox")
+        x = solver.solve(da.from_array(b, chunks=home_chunks(solver)))
+        wait(x)
+        _inject_failure(client, "daskflow.poisson.distributed", "_run_for_one_chunk", worker=1)
+        failed = solver.solve(x)
+        wait(failed, timeout=300)  # a bound for a hang, not a speed expectation
+        assert sorted(type(f.exception()).__name__ for f in futures_of(failed)) == ["PeerAborted", "RuntimeError"]
+        del failed  # the same solve again: the same keys, a new run of the exchanges
+        again = solver.solve(x).compute()
+    np.testing.assert_allclose(again, solver.solve(solver.solve(b)), rtol=0, atol=1e-12 * np.abs(again).max())
+
+
 def _threaded_cluster():
     return LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None)
 

@@ -189,10 +189,6 @@ def removed_workers(client, addresses: list[str]) -> list[str]:
     return removed
 
 
-def _abort(run_id: str, dask_worker=None) -> None:
-    dask_worker.daskflow_mailbox.put(("daskflow-abort", run_id), None)
-
-
 def _has_gpu() -> bool:
     return cupy_or_none() is not None
 
@@ -375,6 +371,8 @@ class WorkerPencils:
     def _wait(self, futures: list, others: list, run_id: str, owners: list[str], stop) -> None:
         from distributed import wait
 
+        from daskflow.pencils.direct import abort_here
+
         stop_sent = False
         while True:  # wait, watching for a pencil's worker to disappear and for a stop request
             try:
@@ -387,7 +385,7 @@ class WorkerPencils:
                 gone = removed_workers(self.client, owners)
                 if gone:
                     alive = sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - set(gone))
-                    self.client.run(_abort, run_id, workers=alive)
+                    self.client.run(abort_here, run_id, workers=alive)
                     self.client.cancel(futures + others, force=True)
                     raise WorkerLost(f"worker {gone[0]} was lost during a run") from None
         # outside the loop: a task's own TimeoutError (a peer's piece never came) must reach the caller

@@ -108,6 +108,13 @@ def abort_run(worker, run_id: str, workers: list[str]) -> None:
         asyncio.run_coroutine_threadsafe(send_all(), worker.loop.asyncio_loop).result(timeout=30)
 
 
+def abort_here(run_id: str, dask_worker=None) -> None:
+    """Abort run ``run_id`` on this worker (sent by the client when a task of the run failed where
+    it could not tell its peers, or a worker was lost): its waiting tasks raise at once, and one
+    that starts later raises at its first exchange."""
+    dask_worker.daskflow_mailbox.put((ABORT, run_id), None)
+
+
 def gpu_switch_interval() -> float:
     """Seconds between the interpreter's GIL hand-offs in a GPU worker during a fused run (dask config
     ``daskflow.gpu-switch-interval``)."""
@@ -149,9 +156,9 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
 
     ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
     (P-TDMA coefficients and reduced factors), each holding only this worker's chunks. The result
-    maps chunk index to output block. ``ready`` (ignored) lists tiny markers of the other
-    workers' inputs, so that a failed input anywhere fails every fused task instead of leaving them
-    waiting.
+    maps chunk index to output block. ``ready`` (ignored) lists tasks this one must follow: the fused
+    work before it on this worker and, while they may fail, tiny markers of the other workers' inputs
+    (a failed input then fails every fused task instead of leaving them waiting).
     ``comm`` names the transport of the exchanges (default: the mailbox).
     """
     from distributed import get_worker

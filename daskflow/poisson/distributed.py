@@ -13,8 +13,10 @@ a lazy Dask array for the local scheduler.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import dask
@@ -23,7 +25,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
-from daskflow.pencils.direct import ensure_mailboxes, ready_marker, run_on_worker
+from daskflow.pencils.direct import abort_here, ensure_mailboxes, ready_marker, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, live_workers, placement_annotations, scatter_per_worker
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
 from daskflow.pencils.transport import CommSpec, choose_comm, comm_failed, make_comm, took_turn, wait_turn
@@ -90,21 +92,27 @@ class ClusterState:
         same tasks: it must not wait for itself, a cycle that would err every future of its keys."""
         return {w: f for w, f in wait_turn(client, self.participants).items() if f.key[0] != name}
 
-    def remember(self, client, out: da.Array, pz: int) -> None:
-        """Watch one output block per worker of the solve just submitted until it is done (to
-        re-check the communicator after a failure, and for the order of the next fused work)."""
+    def remember(self, client, out: da.Array, pz: int, run_id: str) -> None:
+        """Watch one output block per worker of the solve ``run_id`` just submitted until it is done:
+        a failure aborts the solve on every participant (a worker whose input failed never starts
+        its task, and its peers would wait for its pieces) and has the communicator checked before
+        the next solve. On a shared communicator the next fused work on a worker waits for this."""
         from distributed import futures_of
 
         submitted = {chunk_owner(tuple(f.key[-2:]), self.workers, pz): f for f in futures_of(out)}
         self.previous = dict(submitted)
-        took_turn(client, submitted)
+        if self.comm != "mailbox":
+            took_turn(client, submitted)
         for worker, future in submitted.items():
-            future.add_done_callback(lambda done, worker=worker: self._done(worker, done))
+            future.add_done_callback(lambda done, worker=worker: self._done(client, run_id, worker, done))
 
-    def _done(self, worker: str, future) -> None:
-        """A watched output is done (called in the client's event loop): note a failure, let it go."""
+    def _done(self, client, run_id: str, worker: str, future) -> None:
+        """A watched output is done (called in the client's callback thread): on a failure abort the
+        solve everywhere; let it go."""
         if future.status in ("error", "cancelled"):
             self.failed = True
+            with contextlib.suppress(Exception):  # a closing client: its workers go with it
+                client.run(abort_here, run_id, workers=list(self.participants))
         if self.previous.get(worker) is future:
             self.previous.pop(worker, None)
 
@@ -161,7 +169,8 @@ class SolveGraph:
     name: str
     placement: dict
     workers: list[str]
-    state: ClusterState | None = None  # fused solves over NCCL or UCX: where the solve is remembered
+    state: ClusterState | None = None  # fused solves: where the solve is watched
+    run_id: str = ""  # fused solves: the run id of their exchanges
 
 
 def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
@@ -190,8 +199,8 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     extra = (coefficients, factors) if uses_setup else ()
     if solver.granularity == "fused" and client is not None:
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
-                         state.pending(client, solution_layer(token)))
-        g.state = state if state.comm != "mailbox" else None
+                         state.pending(client, solution_layer(token)), _inputs_may_fail(b))
+        g.state = state
         return g
     ex = DaskExecutor(plan_ref, token, owner)
     out = algorithm(ex, plan, blocks, *extra)
@@ -204,36 +213,39 @@ def solution_layer(token: str) -> str:
 
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
-                 comm: CommSpec, after: dict) -> SolveGraph:
+                 comm: CommSpec, after: dict, markers: bool) -> SolveGraph:
     """One task per worker running the whole algorithm with direct exchanges.
 
     Every dependency between tasks costs a round trip to the scheduler, which in chained solves
-    adds up to more than a small solve itself, so the graph keeps them off the path from one solve
-    to the next: a worker that owns one chunk (the home layout) returns that chunk's output block
-    as the solution's own key; one that owns several returns them all and one ``getitem`` per chunk
-    exposes them. A fused task depends on its own input blocks and, when other workers take part,
-    on a tiny ready marker of each of their blocks, so that a failed input anywhere fails every
-    fused task at once instead of leaving its peers waiting for pieces. A worker's task also waits
-    for ``after`` there (the fused work submitted to it before)."""
+    adds up to more than a small solve itself, so the path from one solve to the next is one task
+    per worker: a worker that owns one chunk (the home layout) returns that chunk's output block
+    as the solution's own key; one that owns several returns them all and one ``getitem`` per
+    chunk exposes them. A fused task depends on its own inputs and on ``after`` there (the fused
+    work submitted to that worker before). With ``markers`` (inputs that may still fail) it also
+    waits for a tiny marker of each of the other workers' inputs, so that a failed input fails
+    every task with its own error; without, a task whose input failed never starts and the client
+    aborts the others (:meth:`ClusterState.remember`)."""
     fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
+    # the exchanges' run: new at every submission (an aborted run stays aborted on the workers, and
+    # the same solve submitted again after a failure has the same keys)
+    run_id = f"{token}-{uuid.uuid4().hex[:12]}"
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
-    tasks, placement = {}, {}
-    markers = {}
-    if len({owner[k] for k in blocks}) > 1:
+    tasks, placement, ready_of = {}, {}, {}
+    if markers and len({owner[k] for k in blocks}) > 1:
         for k, block in blocks.items():
-            markers[k] = (f"daskflow-ready-{token}", *k)
-            tasks[markers[k]] = (ready_marker, block)
-            placement[markers[k]] = owner[k]
+            ready_of[k] = (f"daskflow-ready-{token}", *k)
+            tasks[ready_of[k]] = (ready_marker, block)
+            placement[ready_of[k]] = owner[k]
     for i, worker in enumerate(workers):
         inputs = [([list(k) for k in d if owner[k] == worker], [v for k, v in d.items() if owner[k] == worker])
                   for d in (blocks, *setup)]
         mine = inputs[0][0]
         if not mine:
             continue  # a worker without chunks takes no part
-        ready = [marker for k, marker in markers.items() if owner[k] != worker]
+        ready = [marker for k, marker in ready_of.items() if owner[k] != worker]
         ready += [after[worker]] if worker in after else []
-        args = (algorithm, plan_ref[worker], token, workers, dec.pz, inputs, ready, comm)
+        args = (algorithm, plan_ref[worker], run_id, workers, dec.pz, inputs, ready, comm)
         if len(mine) == 1:
             tasks[(name, 0, *mine[0])] = (_run_for_one_chunk, *args)
             placement[(name, 0, *mine[0])] = worker
@@ -243,7 +255,19 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
         for k in mine:
             tasks[(name, 0, *k)] = (operator.getitem, (fused_name, i), tuple(k))
             placement[(name, 0, *k)] = worker
-    return SolveGraph(tasks, {}, name, placement, workers)
+    return SolveGraph(tasks, {}, name, placement, workers, run_id=run_id)
+
+
+def _inputs_may_fail(b: da.Array) -> bool:
+    """Whether a chunk of ``b`` may still fail with an error of its own: not when ``b`` is the
+    output of a fused solve (its failures abort the solves that follow it) or is persisted and
+    computed."""
+    from distributed import futures_of
+
+    if b.name.startswith(solution_layer("")):
+        return False
+    futures = futures_of(b)
+    return len(futures) != b.npartitions or any(f.status != "finished" for f in futures)
 
 
 def _run_for_one_chunk(*args) -> object:
@@ -267,7 +291,7 @@ def solve_dask(solver, b: da.Array) -> da.Array:
     with dask.annotate(**placement_annotations(g.placement, g.workers)):
         out = client.persist(out, optimize_graph=False)
     if g.state is not None:
-        g.state.remember(client, out, solver.plan.decomposition.pz)
+        g.state.remember(client, out, solver.plan.decomposition.pz, g.run_id)
     return out
 
 

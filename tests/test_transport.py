@@ -488,6 +488,38 @@ def _layer_keys(name: str, dask_scheduler=None) -> int:
     return sum(1 for k in dask_scheduler.tasks if isinstance(k, tuple) and k[0] == name)
 
 
+@pytest.mark.parametrize("method, pencils", [("ptdma", (1, 2)), ("ftm", (2, 1))])
+def test_chained_solves_describe_their_pieces_once(loopback, monkeypatch, method, pencils):
+    """The layouts of a solver's exchanges are the same at every solve: the header round that
+    describes them (a wait for every peer on the host) is made at the first solve only; the
+    solutions are the same."""
+    import dask.array as da
+    from distributed import wait
+
+    from daskflow import Grid, PoissonSolver
+    from daskflow.poisson.distributed import home_chunks
+
+    described = []
+    describe = transport.PackedTransport._describe
+    monkeypatch.setattr(transport.PackedTransport, "_describe",
+                        lambda self, *args: described.append(1) or describe(self, *args))
+    grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    b = np.asfortranarray(np.random.default_rng(9).standard_normal(grid.shape))
+    with _threaded_cluster() as cluster, Client(cluster):
+        solver = PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", method, pencils, granularity="fused", comm="loopback")
+        x = solver.solve(da.from_array(b, chunks=home_chunks(solver)))
+        wait(x)
+        first = len(described)
+        for _ in range(3):
+            x = solver.solve(x)
+        out = x.compute()
+    assert first > 0 and len(described) == first
+    expected = b
+    for _ in range(4):
+        expected = solver.solve(expected)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
 def test_a_finished_solve_holds_no_data_once_its_caller_drops_it(loopback):
     """The solver watches a fused solve's outputs (for the turn order and failures) only while they
     run: once done and dropped by their caller, the scheduler forgets them and the workers free them."""

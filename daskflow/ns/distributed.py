@@ -28,10 +28,11 @@ from daskflow.pencils.layout import chunk_owner, pencil_chunks
 from daskflow.profiling import PhaseClock, TimedDomain, device_sync, merge, phases_enabled
 
 
-def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body, comm=None):
+def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body, comm=None, scope=None):
     """Run ``body(stepper, state, worker)`` for this worker's pencil as one collective task: outside
     the thread pool, aborting the run on every peer if it fails; ``comm`` (a
-    :class:`~daskflow.pencils.transport.CommSpec`) carries its exchanges."""
+    :class:`~daskflow.pencils.transport.CommSpec`) carries its exchanges, whose layouts ``scope``
+    names (the same in every run of one placement of the plan: described to the receivers once)."""
     from distributed import get_worker
 
     from daskflow.pencils.direct import collective, gpu_switch_interval
@@ -42,7 +43,7 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
     state = runs.state_of(pencil)
     with collective(worker, run_id, workers, gpu_switch_interval() if plan.device == "gpu" else None):
         transport = communicator(worker, comm, exchange_timeout(), run_id)
-        member = Member(worker.address, workers, plan.poisson_plan.decomposition.pz, transport, run_id)
+        member = Member(worker.address, workers, plan.poisson_plan.decomposition.pz, transport, run_id, scope)
         domain = FlowDomain(plan, member)
         clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
         stepper = runs.stepper_for(plan, domain if clock is None else TimedDomain(domain, clock))
@@ -64,7 +65,7 @@ def _record_phases(worker, clock: PhaseClock, domain: FlowDomain) -> None:
 
 
 def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, steps, until,
-                  stoppable: bool = False, comm=None, report_clock: bool = False) -> dict:
+                  stoppable: bool = False, comm=None, report_clock: bool = False, scope=None) -> dict:
     """Body of the fused task: advance this worker's pencil; returns the new pencil state.
     ``ready`` (ignored) holds markers of the other workers' pencils while they may still fail, so a
     failed one fails all tasks. ``stoppable``: the run ends after the step in which any worker
@@ -80,17 +81,17 @@ def run_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict,
             worker.log_event(CLOCK_TOPIC, [run_id, _clock(pencil)])
         return pencil
 
-    return _on_worker(plan, run_id, workers, pencil, body, comm)
+    return _on_worker(plan, run_id, workers, pencil, body, comm, scope)
 
 
 def initial_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
-                      comm=None) -> dict:
+                      comm=None, scope=None) -> dict:
     """Evaluate the initial condition ``plan.initial`` on this worker's pencil (all workers together)."""
     def body(stepper, state, worker):
         runs.initialize_pencil(plan, stepper, state)
         return runs.pencil_of(state, stepper.domain)
 
-    return _on_worker(plan, run_id, workers, pencil, body, comm)
+    return _on_worker(plan, run_id, workers, pencil, body, comm, scope)
 
 
 def empty_pencil(plan: FlowPlan, key: tuple[int, int], clock: dict) -> dict:
@@ -114,33 +115,33 @@ def request_stop(run_id: str, dask_worker=None) -> None:
 
 
 def final_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list, fields: bool,
-                    checkpoint: bool, comm=None) -> dict:
+                    checkpoint: bool, comm=None, scope=None) -> dict:
     """Write the final field snapshot and/or checkpoint of this worker's pencil (all workers
     together); returns the pencil."""
     def body(stepper, state, worker):
         runs.final_output(plan, stepper, state, fields, checkpoint)
         return pencil
 
-    return _on_worker(plan, run_id, workers, pencil, body, comm)
+    return _on_worker(plan, run_id, workers, pencil, body, comm, scope)
 
 
 def checkpoint_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
-                         comm=None) -> dict:
+                         comm=None, scope=None) -> dict:
     """Write this worker's pencil into a new checkpoint (all workers together); returns the pencil."""
     def body(stepper, state, worker):
         runs.write_checkpoint(plan, stepper, state)
         return pencil
 
-    return _on_worker(plan, run_id, workers, pencil, body, comm)
+    return _on_worker(plan, run_id, workers, pencil, body, comm, scope)
 
 
 def diagnostics_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, ready: list,
-                          comm=None) -> dict:
+                          comm=None, scope=None) -> dict:
     """The scalars record (CFL, divergence, bulk velocity, Re_tau, ...) reduced across the pencils."""
     def body(stepper, state, worker):
         return runs.diagnostics(plan, stepper, state)
 
-    return _on_worker(plan, run_id, workers, pencil, body, comm)
+    return _on_worker(plan, run_id, workers, pencil, body, comm, scope)
 
 
 def _test_kill_hook(state, domain) -> None:
@@ -261,6 +262,7 @@ class WorkerPencils:
         from daskflow.pencils.graph import scatter_per_worker
 
         self.plans = scatter_per_worker(self.client, self.plan, self.workers)
+        self.scope = uuid.uuid4().hex  # the layouts of this placement's exchanges, the same in all its runs
 
     def owner(self, key) -> str:
         return chunk_owner(key, self.workers, self.plan.poisson_plan.pencils[1])
@@ -351,7 +353,7 @@ class WorkerPencils:
             ready += [after[owner]] if owner in after else []
             extra = {"report_clock": True} if clock and i == 0 else {}
             futures.append(self.client.submit(fn, self.plans[owner], run_id, self.workers, pencil, ready, *args,
-                                              comm=self.comm_spec, **extra, workers=[owner],
+                                              comm=self.comm_spec, scope=self.scope, **extra, workers=[owner],
                                               allow_other_workers=False, pure=False))
         took_turn(self.client, dict(zip(owners, futures, strict=True)))
         try:

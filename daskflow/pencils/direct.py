@@ -151,7 +151,8 @@ def collective(worker, run_id: str, workers: list[str], switch_interval: float |
 
 
 def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
-                  inputs: list[tuple[list, list]], ready: list | None = None, comm: CommSpec | None = None) -> dict:
+                  inputs: list[tuple[list, list]], ready: list | None = None, comm: CommSpec | None = None,
+                  scope: str | None = None) -> dict:
     """Body of a fused task: run ``algorithm`` for this worker's chunks; returns its output blocks.
 
     ``inputs`` lists ``(chunk indices, values)`` pairs: the input blocks, then any set-up dicts
@@ -159,7 +160,9 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     maps chunk index to output block. ``ready`` (ignored) lists tasks this one must follow: the fused
     work before it on this worker and, while they may fail, tiny markers of the other workers' inputs
     (a failed input then fails every fused task instead of leaving them waiting).
-    ``comm`` names the transport of the exchanges (default: the mailbox).
+    ``comm`` names the transport of the exchanges (default: the mailbox). ``scope`` names the layouts
+    of the exchanges (the same in every run of one solver): a transport describes them once, not at
+    every run (:class:`~daskflow.pencils.executor.DirectExecutor`).
     """
     from distributed import get_worker
 
@@ -171,7 +174,7 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
         return algorithm(ex, plan, blocks, *setup)
     with collective(worker, run_id, workers):
         transport = communicator(worker, comm, exchange_timeout(), run_id)
-        ex = DirectExecutor(plan, worker.address, run_id, owner, transport)
+        ex = DirectExecutor(plan, worker.address, run_id, owner, transport, scope)
         out = algorithm(ex, plan, blocks, *setup)
         ex.finish()
     return out

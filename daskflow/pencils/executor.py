@@ -73,9 +73,13 @@ class DirectExecutor:
     one call each into ``transport`` (every participant makes the same sequence of calls, so pieces
     are matched by ``(run_id, exchange number, source, destination)`` without coordination)."""
 
-    def __init__(self, plan, me: str, run_id: str, owner: Callable[[Key], str], transport) -> None:
+    def __init__(self, plan, me: str, run_id: str, owner: Callable[[Key], str], transport,
+                 scope: str | None = None) -> None:
         self.plan, self.me, self.run_id, self.owner = plan, me, run_id, owner
         self.transport = transport
+        # names the layouts of the exchanges' call sites: runs of one scope (the same plan and
+        # decomposition) send the same layouts at each site, so they are described once, not per run
+        self.scope = scope or run_id
         self.exchanges = 0
         self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
 
@@ -107,7 +111,7 @@ class DirectExecutor:
         start = time.perf_counter()
         try:
             received = self.transport.exchange(outgoing, incoming, run_of(xid),
-                                               site=None if site is None else f"{xid[0]}:{site}")
+                                               site=None if site is None else f"{self.scope}:{site}")
         finally:
             self.waited += time.perf_counter() - start
         out = {}
@@ -133,10 +137,12 @@ class Member:
     pz: int
     transport: Any
     run_id: str
+    scope: str | None = None  # names the exchanges' layouts across runs (DirectExecutor)
 
     def owner(self, key: Key) -> str:
         return chunk_owner(key, self.workers, self.pz)
 
     def executor(self, plan, label: str) -> DirectExecutor:
         """A :class:`DirectExecutor` of ``plan`` whose exchanges are tagged ``run_id/label``."""
-        return DirectExecutor(plan, self.me, f"{self.run_id}/{label}", self.owner, self.transport)
+        return DirectExecutor(plan, self.me, f"{self.run_id}/{label}", self.owner, self.transport,
+                              None if self.scope is None else f"{self.scope}/{label}")

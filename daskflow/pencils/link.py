@@ -24,7 +24,9 @@ class Transport(Protocol):
 
     def exchange(self, outgoing: list[tuple[str, Hashable, Any]], incoming: list[tuple[str, Hashable]],
                  run: str, site: str | None = None) -> dict:
-        ...
+        """Move the pieces of one exchange of ``run``. ``site`` names a fixed-layout call site: every
+        exchange with that name, in this run or a later one, sends pieces of the same layouts, so a
+        transport may describe them to the receivers once."""
 
     def finish(self) -> None:
         ...

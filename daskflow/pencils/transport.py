@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -124,6 +125,7 @@ class PackedTransport:
     the link, so the link is never torn down under a call into it."""
 
     KEEP_RUNS = 64  # runs remembered for aborts (the newest)
+    KEEP_SITES = 512  # fixed-layout sites whose layouts are remembered (the most recently used)
 
     def __init__(self, name: str, link: Link, ranks: dict[str, int], me: str, timeout: float,
                  aborted: Callable[[str], bool]) -> None:
@@ -131,8 +133,9 @@ class PackedTransport:
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
-        # (run, site) -> (specs sent per peer, (spec, host values) received per peer) of fixed-layout sites
-        self._layouts: dict[tuple[str, str], tuple[dict, dict]] = {}
+        # site -> (specs sent per peer, (spec, host values) received per peer) of fixed-layout sites,
+        # the most recently used last (every participant makes the same calls: the same entries)
+        self._layouts: OrderedDict[str, tuple[dict, dict]] = OrderedDict()
         self.dead = False
         self._in_link = threading.Lock()  # held while a call into the link is in progress
         self._state = threading.Lock()
@@ -143,7 +146,6 @@ class PackedTransport:
             if self.dead:
                 raise self._dead_error()
             self.runs = [*self.runs[-self.KEEP_RUNS + 1:], run]
-            self._layouts = {key: v for key, v in self._layouts.items() if key[0] in self.runs}
 
     def _dead_error(self) -> PeerAborted:
         return PeerAborted(f"daskflow exchange: the {self.name} communicator was aborted by a failed run (a peer "
@@ -167,7 +169,7 @@ class PackedTransport:
             sends.extend((peer, leaf) for _, device, _ in flat[peer] for leaf in device if leaf.nbytes)
         if site is not None and any(host for pieces in flat.values() for _, _, host in pieces):
             raise ValueError(f"daskflow exchange {site}: pieces of a fixed-layout site carry no host values")
-        known = None if site is None else self._layouts.get((run, site))
+        known = None if site is None else self._layouts.get(site)
         abort = lambda: self._aborted(run) or self.dead  # noqa: E731
         with self._in_link:
             if self.dead:
@@ -175,8 +177,11 @@ class PackedTransport:
             if known is None:
                 layouts = self._describe(flat, from_peer, abort)
                 if site is not None:  # no host values at a site: the layouts alone size the next rounds
-                    self._layouts[(run, site)] = (_specs(flat), layouts)
+                    self._layouts[site] = (_specs(flat), layouts)
+                    while len(self._layouts) > self.KEEP_SITES:
+                        self._layouts.popitem(last=False)
             else:
+                self._layouts.move_to_end(site)
                 if _specs(flat) != known[0]:  # its receivers size their buffers by the first description
                     raise RuntimeError(f"daskflow exchange {site}: the pieces' layouts changed since this site first "
                                        "ran (a fixed-layout site must send the same structure, shapes and dtypes "

@@ -199,7 +199,8 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     extra = (coefficients, factors) if uses_setup else ()
     if solver.granularity == "fused" and client is not None:
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
-                         state.pending(client, solution_layer(token)), _inputs_may_fail(b))
+                         state.pending(client, solution_layer(token)), _inputs_may_fail(b),
+                         f"{solver.token}-{b.dtype}-{'-'.join(workers)}")
         g.state = state
         return g
     ex = DaskExecutor(plan_ref, token, owner)
@@ -213,7 +214,7 @@ def solution_layer(token: str) -> str:
 
 
 def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, blocks: dict, setup: tuple,
-                 comm: CommSpec, after: dict, markers: bool) -> SolveGraph:
+                 comm: CommSpec, after: dict, markers: bool, scope: str) -> SolveGraph:
     """One task per worker running the whole algorithm with direct exchanges.
 
     Every dependency between tasks costs a round trip to the scheduler, which in chained solves
@@ -224,7 +225,8 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
     work submitted to that worker before). With ``markers`` (inputs that may still fail) it also
     waits for a tiny marker of each of the other workers' inputs, so that a failed input fails
     every task with its own error; without, a task whose input failed never starts and the client
-    aborts the others (:meth:`ClusterState.remember`)."""
+    aborts the others (:meth:`ClusterState.remember`). ``scope`` names the exchanges' layouts (one
+    per solver and worker set: its solves' pieces are described to the receivers once)."""
     fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
     # the exchanges' run: new at every submission (an aborted run stays aborted on the workers, and
     # the same solve submitted again after a failure has the same keys)
@@ -245,7 +247,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
             continue  # a worker without chunks takes no part
         ready = [marker for k, marker in ready_of.items() if owner[k] != worker]
         ready += [after[worker]] if worker in after else []
-        args = (algorithm, plan_ref[worker], run_id, workers, dec.pz, inputs, ready, comm)
+        args = (algorithm, plan_ref[worker], run_id, workers, dec.pz, inputs, ready, comm, scope)
         if len(mine) == 1:
             tasks[(name, 0, *mine[0])] = (_run_for_one_chunk, *args)
             placement[(name, 0, *mine[0])] = worker

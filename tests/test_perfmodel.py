@@ -99,10 +99,13 @@ def test_fused_task_count_equals_the_graph_builder():
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        for pencils in [(2, 2), (1, 2), (1, 1)]:
-            solver = PoissonSolver(Grid((8, 8, 8)), ("PP", "PP", "NN"), "ccc", "ptdma", pencils, granularity="fused")
-            b = da.zeros((8, 8, 8), chunks=home_chunks(solver))
+        for pencils in [(2, 2), (1, 2), (1, 1), (1, 3)]:
+            solver = PoissonSolver(Grid((8, 8, 9)), ("PP", "PP", "NN"), "ccc", "ptdma", pencils, granularity="fused")
+            b = da.zeros((8, 8, 9), chunks=home_chunks(solver))
             assert pm.task_count("ptdma", pencils, 8, "fused", 2) == len(build_graph(solver, b, client).tasks)
+            chained = solver.solve(b)  # a fused solve's output: no ready markers
+            assert pm.task_count("ptdma", pencils, 8, "fused", 2, inputs_may_fail=False) == len(
+                build_graph(solver, chained, client).tasks)
 
 
 def test_predictions_are_finite_and_add_up():

@@ -278,16 +278,22 @@ def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", m
     return out
 
 
-def task_count(method: str, pencils, nys: int, granularity: str = "stage", workers: int | None = None) -> int:
+def task_count(method: str, pencils, nys: int, granularity: str = "stage", workers: int | None = None,
+               inputs_may_fail: bool = True) -> int:
     """Tasks of one solve graph (:func:`daskflow.poisson.distributed.build_graph`, without set-up).
 
     Stage: one task per chunk per fused stage plus one per piece; fused: one task per worker that
-    owns a chunk, one output ``getitem`` and one ready marker per chunk.
+    owns a chunk, plus one output ``getitem`` per chunk of a worker that owns several, plus one
+    ready marker per chunk when several workers take part and the inputs may still fail (not a
+    chained solve's: ``inputs_may_fail=False``).
     """
     py, pz = pencils
     c = py * pz
     if granularity == "fused":
-        return min(workers if workers else c, c) + 2 * c
+        w = min(workers if workers else c, c)
+        owned = [len(range(i, c, w)) for i in range(w)]  # chunks are dealt round-robin
+        markers = c if w > 1 and inputs_may_fail else 0
+        return sum(1 if n == 1 else 1 + n for n in owned) + markers
     forward = c if py == 1 else c + c * py + c
     finish = 0 if py == 1 else c * py + c
     if pz == 1:

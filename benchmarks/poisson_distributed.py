@@ -161,9 +161,10 @@ def _stable_count(client) -> int:
 
 
 def _settle(client, target: int, timeout: float = 120.0) -> None:
-    """Wait until the scheduler holds at most ``target`` tasks. Released results must be forgotten
-    before the same solve is submitted again: a fused solve of the same solver and input has the same
-    keys, and the scheduler would hand back the old result instead of solving."""
+    """Wait until the scheduler holds at most ``target`` tasks: a released result must be forgotten
+    before the same stage-granularity solve is submitted again (the same solver and input give the
+    same keys, and the scheduler would hand back the old result instead of solving), and the next
+    timing starts with the last one's memory freed."""
     deadline = time.perf_counter() + timeout
     while client.run_on_scheduler(_n_tasks) > target:
         if time.perf_counter() > deadline:

@@ -157,6 +157,25 @@ def test_chained_fused_solves_run_only_the_tasks_they_need(client, pencils, task
     np.testing.assert_allclose(x.compute(), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
 
 
+def test_a_fused_solve_submitted_again_is_a_run_of_its_own(client):
+    """A fused solve is a collective run, not a pure function of its input: the same solve
+    submitted again right after the last one was dropped (the scheduler may still hold some of its
+    keys, with the exchanges' run id of that submission) gets keys of its own and runs in full."""
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (2, 2), granularity="fused")
+    b = _rhs(10)
+    x = persist_home(solver, b, client)
+    first = solver.solve(x)
+    wait(first)
+    name = first.name
+    del first
+    for _ in range(3):
+        again = solver.solve(x)
+        assert again.name != name
+        np.testing.assert_allclose(again.compute(), solver.solve(b), rtol=0, atol=1e-12 * np.abs(b).max())
+        name = again.name
+        del again
+
+
 def test_concurrent_fused_solves_do_not_deadlock(client):
     """Two solves in flight on one-thread workers: waiting tasks secede, both finish."""
     b = _rhs(6)

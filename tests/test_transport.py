@@ -429,8 +429,7 @@ def test_a_task_that_fails_before_its_run_does_not_leave_its_peers_waiting():
         failed = solver.solve(x)
         wait(failed, timeout=300)  # a bound for a hang, not a speed expectation
         assert sorted(type(f.exception()).__name__ for f in futures_of(failed)) == ["PeerAborted", "RuntimeError"]
-        del failed  # the same solve again: the same keys, a new run of the exchanges
-        again = solver.solve(x).compute()
+        again = solver.solve(x).compute()  # the same solve again: keys and a run of its own
     np.testing.assert_allclose(again, solver.solve(solver.solve(b)), rtol=0, atol=1e-12 * np.abs(again).max())
 
 
@@ -465,8 +464,7 @@ def test_solves_in_flight_together_take_turns_on_a_shared_communicator(loopback)
 def test_different_solvers_in_flight_together_take_turns_on_the_shared_communicator(loopback):
     """Solvers of other decompositions and methods on the same workers share one communicator: their
     fused solves, all submitted at once, take turns on every worker as one solver's do. Each solve is
-    submitted twice (the same keys: the second submission is the first solve, which must not be
-    made to wait for itself; that cycle erred its futures, and the next solver then ran beside it)."""
+    submitted twice: two runs, each with keys of its own, the second waiting for the first."""
     import dask.array as da
 
     from daskflow import Grid, PoissonSolver

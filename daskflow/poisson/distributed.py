@@ -84,13 +84,11 @@ class ClusterState:
             self.failed = False
         return self.spec
 
-    def pending(self, client, name: str) -> dict:
+    def pending(self, client) -> dict:
         """Per worker, the output of the fused work submitted there last (by any solver or
         simulation) while it is still running: the next solve's task there waits for it
-        (:func:`~daskflow.pencils.transport.wait_turn`). A solve whose output layer ``name`` is
-        that work (the same right-hand side and solver, submitted again while in flight) is the
-        same tasks: it must not wait for itself, a cycle that would err every future of its keys."""
-        return {w: f for w, f in wait_turn(client, self.participants).items() if f.key[0] != name}
+        (:func:`~daskflow.pencils.transport.wait_turn`)."""
+        return wait_turn(client, self.participants)
 
     def remember(self, client, out: da.Array, pz: int, run_id: str) -> None:
         """Watch one output block per worker of the solve ``run_id`` just submitted until it is done:
@@ -198,9 +196,13 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
     algorithm, uses_setup = algorithms.for_method(solver.method, dec.pz, head, tail)
     extra = (coefficients, factors) if uses_setup else ()
     if solver.granularity == "fused" and client is not None:
+        # keys of their own at every submission: a fused solve is a collective run, not a pure
+        # function of its input; the same solve submitted again (after a failure, or while the
+        # scheduler still holds some keys of the last one) must not meet the tasks of an earlier
+        # run, whose peers are gone
+        token = tokenize(token, uuid.uuid4().hex)
         g = _fused_graph(algorithm, plan_ref, token, workers, dec, blocks, extra, state.communicator(client),
-                         state.pending(client, solution_layer(token)), _inputs_may_fail(b),
-                         f"{solver.token}-{b.dtype}-{'-'.join(workers)}")
+                         state.pending(client), _inputs_may_fail(b), f"{solver.token}-{b.dtype}-{'-'.join(workers)}")
         g.state = state
         return g
     ex = DaskExecutor(plan_ref, token, owner)
@@ -228,9 +230,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
     aborts the others (:meth:`ClusterState.remember`). ``scope`` names the exchanges' layouts (one
     per solver and worker set: its solves' pieces are described to the receivers once)."""
     fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
-    # the exchanges' run: new at every submission (an aborted run stays aborted on the workers, and
-    # the same solve submitted again after a failure has the same keys)
-    run_id = f"{token}-{uuid.uuid4().hex[:12]}"
+    run_id = token  # the exchanges' run (an aborted run stays aborted on the workers: one per submission)
     owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
     owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
     tasks, placement, ready_of = {}, {}, {}

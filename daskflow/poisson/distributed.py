@@ -7,7 +7,8 @@ rechunk, and those tasks count in the total), and returns a Dask array with the 
 
 With a ``distributed`` client the graph is submitted at once, non-blocking (``client.persist``),
 with every task pinned to the worker that owns its chunk; the plan and the P-TDMA coefficients
-are computed once per solver and client and stay on the workers. Without a client the result is
+are computed once per solver and client and stay on the workers. A fused solve is a collective
+run: every call submits one with keys of its own, even for the same input. Without a client the result is
 a lazy Dask array for the local scheduler.
 """
 

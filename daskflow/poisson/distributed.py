@@ -78,9 +78,10 @@ class ClusterState:
         """The communicator of the next solve: asked for again (a check on every worker, a new one
         where it was aborted) only at the first solve and after a solve that failed or was cancelled,
         not on every solve."""
-        if self.spec is None or not self.healthy():
-            if not self.healthy():
-                comm_failed(client)
+        healthy = self.healthy()
+        if not healthy:
+            comm_failed(client)  # make_comm checks the communicator on every worker again
+        if self.spec is None or not healthy:
             self.spec = make_comm(client, self.participants, self.comm, self.device)
             self.failed = False
         return self.spec

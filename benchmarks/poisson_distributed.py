@@ -9,7 +9,7 @@ grid, for both methods and both granularities. Per configuration:
 
 * ``solve_ms``: median wall time of ``--repeat`` solves, each submitted and waited for alone;
 * ``chained_ms``: ``--chain`` solves submitted back to back (each takes the previous result), only
-  the last waited for, divided by the count;
+  the last waited for, divided by the count: the median of ``--chain-repeat`` chains;
 * orchestration overhead, two estimates: ``1 - busiest worker's task compute time / wall`` from
   Dask's task stream of one solve (``distributed.get_task_stream``), and ``1 - floor / solve`` with
   the floor the in-process single-device solve of one chunk-sized problem on a worker.
@@ -45,7 +45,9 @@ DEFINITIONS = {
     "results[]": "one entry per (grid, gpus, method, granularity, pencils); problems says which series use it",
     "solve_ms": "median wall time of one solve submitted and distributed.wait-ed alone (graph build included)",
     "chained_ms": "wall time of `chain` solves submitted back to back, only the last waited (and the workers' GPUs "
-                  "synchronised after it), divided by `chain`",
+                  "synchronised after it), divided by `chain`: the median of `chain_repeat` such chains",
+    "chained_ms_samples": "every chain's time per solve (a chain is one sample: a worker's pause inside it, such as "
+                          "a garbage collection, counts once in it)",
     "setup_s": "one-time plan broadcast and P-TDMA set-up on the workers (not in the solve times)",
     "task_stream": "one solve recorded with distributed.get_task_stream: wall_ms, span_ms (longest time from a "
                    "worker's first task start to its last task stop; worker clocks are not compared), tasks, "
@@ -260,7 +262,7 @@ def measure(client, args, solver, b, problems: list[str], n: int, floor_s: float
     for _ in range(args.warmup):
         _timed_solve(client, solver, b, baseline)
     times = [_timed_solve(client, solver, b, baseline) for _ in range(args.repeat)]
-    chained = _chained(client, solver, b, args.chain, baseline)
+    chains = [_chained(client, solver, b, args.chain, baseline) for _ in range(args.chain_repeat)]
     stream = _task_stream(client, solver, b, baseline)
     _settle(client, baseline)
     chunks = home_chunks(solver)
@@ -272,7 +274,8 @@ def measure(client, args, solver, b, problems: list[str], n: int, floor_s: float
         "method": solver.method, "granularity": solver.granularity, "pencils": list(solver.pencils),
         "chunk": [chunks[0][0], max(chunks[1]), max(chunks[2])],
         "solve_ms": 1e3 * solve, "solve_ms_min": 1e3 * min(times), "solve_ms_max": 1e3 * max(times),
-        "chained_ms": 1e3 * chained, "setup_s": setup,
+        "chained_ms": 1e3 * float(np.median(chains)), "chained_ms_samples": [1e3 * c for c in chains],
+        "setup_s": setup,
         "task_stream": stream, "overhead_task_stream": stream["overhead"],
         "floor_ms": 1e3 * floor_s, "overhead_floor": 1.0 - floor_s / solve,
     }
@@ -427,6 +430,7 @@ def main() -> None:
     parser.add_argument("--granularities", nargs="+", choices=GRANULARITIES, default=list(GRANULARITIES))
     parser.add_argument("--repeat", type=int, default=None, help="solves timed one by one (default 10, --quick 3)")
     parser.add_argument("--chain", type=int, default=None, help="solves chained back to back (default 10, --quick 3)")
+    parser.add_argument("--chain-repeat", type=int, default=3, help="chains timed; chained_ms is their median")
     parser.add_argument("--warmup", type=int, default=None, help="untimed solves first (default 2, --quick 1)")
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--protocol", default="ucx", help="GPU cluster comms (ucx or tcp)")
@@ -465,7 +469,8 @@ def main() -> None:
         "versions": versions,
         "config": {"weak_per_gpu": args.weak_per_gpu, "strong": args.strong, "problems": args.problems,
                    "methods": args.methods, "granularities": args.granularities, "repeat": args.repeat,
-                   "chain": args.chain, "warmup": args.warmup, "dtype": args.dtype, "quick": args.quick,
+                   "chain": args.chain, "chain_repeat": args.chain_repeat, "warmup": args.warmup,
+                   "dtype": args.dtype, "quick": args.quick,
                    "cpu": args.cpu, "protocol": None if args.cpu else args.protocol,
                    "rmm_pool_size": None if args.cpu else args.rmm_pool_size},
         "clusters": [{k: v for k, v in c.items() if k != "workers"} for c in clusters],

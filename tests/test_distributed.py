@@ -292,3 +292,59 @@ def test_a_collective_sets_the_gil_switch_interval_only_while_it_runs(client):
     assert inside == pytest.approx(2e-4) and after == pytest.approx(default)
     inside, after = client.submit(_switch_intervals, None, pure=False).result()
     assert inside == after == pytest.approx(default)
+
+
+def _freeze_count(dask_worker=None):
+    import gc
+
+    return gc.get_freeze_count()
+
+
+def test_worker_processes_freeze_their_long_lived_objects_after_a_fused_solve(client):
+    """A full collection inside a collective run stalls every peer: after a fused task, a worker
+    process collects once and freezes the survivors, so later full collections walk only new
+    objects. A worker in the client's process leaves the user's interpreter alone."""
+    import gc
+
+    solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", "ptdma", (1, 2), granularity="fused")
+    wait(solver.solve(persist_home(solver, _rhs(11), client)))
+    frozen = client.run(_freeze_count)
+    assert all(count > 10_000 for count in frozen.values()), frozen  # the modules and the worker's state
+    before = gc.get_freeze_count()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        wait(solver.solve(persist_home(solver, _rhs(11), c)))
+    assert gc.get_freeze_count() == before
+
+
+def test_a_slow_full_collection_makes_the_next_settle_freeze_again(monkeypatch):
+    """Only a full (generation-2) collection longer than SLOW_COLLECTION makes a freeze due; the
+    collection that settle makes itself does not."""
+    from daskflow.pencils import collector
+
+    watch = collector._FullCollections()
+    clock = iter([0.0, 0.001, 1.0, 1.0 + 2 * collector.SLOW_COLLECTION])
+    monkeypatch.setattr(collector.time, "perf_counter", lambda: next(clock))
+    watch.due = False
+    watch("start", {"generation": 1})
+    watch("stop", {"generation": 1})  # a young generation: not timed
+    watch("start", {"generation": 2})
+    watch("stop", {"generation": 2})  # 1 ms: fast
+    assert not watch.due
+    watch("start", {"generation": 2})
+    watch("stop", {"generation": 2})  # slow
+    assert watch.due
+
+    monkeypatch.setattr(collector, "_watch", watch)
+    calls = []
+    monkeypatch.setattr(collector.gc, "collect", lambda: calls.append("collect"))
+    monkeypatch.setattr(collector.gc, "freeze", lambda: calls.append("freeze"))
+
+    class Worker:
+        nanny = "tcp://127.0.0.1:1"
+
+    assert collector.settle(Worker()) and calls == ["collect", "freeze"] and not watch.due
+    assert not collector.settle(Worker()) and calls == ["collect", "freeze"]
+    Worker.nanny = None
+    watch.due = True
+    assert not collector.settle(Worker()) and calls == ["collect", "freeze"]

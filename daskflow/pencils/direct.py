@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from daskflow.pencils import collector
 from daskflow.pencils.executor import DirectExecutor, run_of
 from daskflow.pencils.layout import chunk_owner
 from daskflow.pencils.link import PeerAborted, exchange_timeout
@@ -148,6 +149,7 @@ def collective(worker, run_id: str, workers: list[str], switch_interval: float |
     finally:
         rejoin()
         sys.setswitchinterval(previous)
+    collector.settle(worker)  # between runs: a full collection inside one would stall every peer
 
 
 def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz: int,
@@ -171,7 +173,9 @@ def run_on_worker(algorithm: Callable, plan, run_id: str, workers: list[str], pz
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
     if len(workers) == 1:
         ex = DirectExecutor(plan, worker.address, run_id, owner, MailboxTransport(worker, exchange_timeout()))
-        return algorithm(ex, plan, blocks, *setup)
+        out = algorithm(ex, plan, blocks, *setup)
+        collector.settle(worker)
+        return out
     with collective(worker, run_id, workers):
         transport = communicator(worker, comm, exchange_timeout(), run_id)
         ex = DirectExecutor(plan, worker.address, run_id, owner, transport, scope)

@@ -99,6 +99,10 @@ def backward_xy(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
         nx, ny = plan.grid.shape[:2]
         xp = array_module(a)
         if xp is not np:
+            if overwrite:  # cuFFT's c2r destroys its input: CuPy copies it first unless allowed not to
+                import cupyx.scipy.fft
+
+                return cupyx.scipy.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), overwrite_x=True)
             return xp.fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
         import scipy.fft
 

@@ -1,11 +1,12 @@
-"""``pencils: auto`` and ``poisson: auto``: time the candidates on the live cluster, keep the fastest.
+"""``pencils: auto``, ``poisson: auto`` and ``cluster.comm: auto``: time the candidates on the live
+cluster, keep the fastest.
 
 At set-up (the way cuDecomp's autotuner does it) every candidate decomposition ``(py, pz)`` with
-``py * pz`` = number of workers (one pencil per worker, as :class:`daskflow.Simulation` runs) and
-each requested algorithm (FTM, P-TDMA) solves the pressure Poisson problem a few times on the
-workers; the fastest median wins, the table is logged (logger ``daskflow.autotune``; ``daskflow run``
-prints it) and the choice is cached so a second run on the same problem and cluster skips the
-timing.
+``py * pz`` = number of workers (one pencil per worker, as :class:`daskflow.Simulation` runs),
+each requested algorithm (FTM, P-TDMA) and each exchange backend solves the pressure Poisson
+problem a few times on the workers; the fastest median wins, the table is logged (logger
+``daskflow.autotune``; ``daskflow run`` prints it) and the choice is cached so a second run on the
+same problem and cluster skips the timing.
 
 * :func:`decompositions` / :func:`candidates`: pure planning. A candidate is valid when
   :class:`~daskflow.poisson.plan.SpectralPlan` accepts it (no empty chunk in any layout; P-TDMA
@@ -16,7 +17,9 @@ timing.
   workers as :class:`~daskflow.poisson.PoissonSolver` does for ``granularity="fused"``
   (:func:`~daskflow.poisson.distributed.cluster_state`), then one task per worker runs the
   algorithm several times back to back with a :class:`~daskflow.pencils.direct.DirectExecutor`
-  (pieces sent directly between workers), as the simulation's fused step task does. Each solve is
+  (pieces sent directly between workers through the candidate's exchange backend: with
+  ``comm="auto"`` every backend usable on the workers is a candidate, NCCL, UCX and the mailbox on
+  GPU workers), as the simulation's fused step task does. Each solve is
   timed on the workers (GPU synchronised), the per-solve time is the slowest worker's; no client
   round trip is inside the timing (the simulation has none either). The candidates take turns in
   a few rounds, so a slow spell of the machine does not fall on one of them only. Without a client
@@ -26,9 +29,10 @@ timing.
 Cache: a JSON file, ``$DASKFLOW_CACHE_DIR/autotune.json`` (else ``$XDG_CACHE_HOME/daskflow`` or
 ``~/.cache/daskflow``). The key (:func:`cache_key`) holds everything that changes which candidate
 is fastest: the grid shape, the boundary conditions and placement (they pick the transforms: complex
-FFT, DCT, DST, and the sizes), the dtype, the candidate list (so ``pencils``/``poisson`` fixed or ``auto`` are separate
-entries), the daskflow version, and the cluster shape: number of workers, threads per worker,
-number of hosts, comms protocol, device kind (cpu/gpu) and device names. The box lengths and the z
+FFT, DCT, DST, and the sizes), the dtype, the candidate list (so ``pencils``/``poisson`` fixed or
+``auto`` are separate entries) and the exchange backends timed, the daskflow version, and the
+cluster shape: number of workers, threads per worker, number of hosts, comms protocol, device kind
+(cpu/gpu) and device names. The box lengths and the z
 stretching are *not* in the key: they change coefficient values, never the work or the messages.
 An unreadable cache is ignored (with a warning) and rewritten; an unwritable one only warns.
 """
@@ -55,7 +59,7 @@ METHODS = ("ptdma", "ftm")
 WARMUP = 1  # untimed solves per candidate and round
 REPEATS = 6  # timed solves per candidate
 ROUNDS = 3  # interleaved rounds over the candidates
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the exchange backend is part of a candidate
 STAGGER = "ccc"  # the pressure lives at cell centres
 
 #: Solves timed by this process so far (all candidates, warm-up included): tests count them to
@@ -126,25 +130,28 @@ def _synchronize(blocks) -> None:
 
 
 def _timed_solves(algorithm, plan, run_id: str, workers: list[str], pz: int, inputs: list, warmup: int,
-                  repeats: int) -> list[float]:
+                  repeats: int, comm=None) -> list[float]:
     """One worker's part of ``warmup + repeats`` solves back to back; seconds per timed solve.
 
     The body of the simulation's pressure solve: the algorithm with a direct executor whose pieces
-    go straight to the peers, one secession from the thread pool for all solves."""
+    go to the peers through the transport ``comm`` (a :class:`~daskflow.pencils.transport.CommSpec`;
+    default the mailbox), one secession from the thread pool for all solves."""
     from distributed import get_worker
 
     from daskflow.pencils.direct import collective
     from daskflow.pencils.executor import DirectExecutor
     from daskflow.pencils.layout import chunk_owner
     from daskflow.pencils.link import exchange_timeout
-    from daskflow.pencils.transport import MailboxTransport
+    from daskflow.pencils.transport import MailboxTransport, communicator
 
     worker = get_worker()
     owner = lambda k: chunk_owner(k, workers, pz)  # noqa: E731
     blocks, *setup = (dict(zip(map(tuple, keys), values, strict=True)) for keys, values in inputs)
-    ex = DirectExecutor(plan, worker.address, run_id, owner, MailboxTransport(worker, exchange_timeout()))
     times = []
     with collective(worker, run_id, workers) if len(workers) > 1 else nullcontext():
+        transport = (communicator(worker, comm, exchange_timeout(), run_id) if len(workers) > 1
+                     else MailboxTransport(worker, exchange_timeout()))
+        ex = DirectExecutor(plan, worker.address, run_id, owner, transport)
         for _ in range(warmup + repeats):
             t0 = time.perf_counter()
             out = algorithm(ex, plan, blocks, *setup)
@@ -154,10 +161,16 @@ def _timed_solves(algorithm, plan, run_id: str, workers: list[str], pz: int, inp
     return times[warmup:]
 
 
-def _row(pencils, method: str, seconds: list[float], wall: float) -> dict:
-    return {"pencils": list(pencils), "method": method, "median_ms": 1e3 * statistics.median(seconds),
-            "min_ms": 1e3 * min(seconds), "max_ms": 1e3 * max(seconds), "repeats": len(seconds), "wall_s": wall,
-            "samples_ms": [1e3 * t for t in seconds]}
+def _row(pencils, method: str, seconds: list[float], wall: float, comm: str | None = None,
+         error: str | None = None) -> dict:
+    """A timing table row; a candidate that failed (``error``) has no times and is never chosen."""
+    times = {"median_ms": None, "min_ms": None, "max_ms": None}
+    if seconds:
+        times = {"median_ms": 1e3 * statistics.median(seconds), "min_ms": 1e3 * min(seconds),
+                 "max_ms": 1e3 * max(seconds)}
+    row = {"pencils": list(pencils), "method": method, "comm": comm, **times, "repeats": len(seconds),
+           "wall_s": wall, "samples_ms": [1e3 * t for t in seconds]}
+    return row if error is None else {**row, "error": error}
 
 
 class _ClusterCandidate:
@@ -165,8 +178,9 @@ class _ClusterCandidate:
     candidates with the same pencils)."""
 
     def __init__(self, client, grid: Grid, bc, stagger: str, dtype: str, pencils, method: str, device: str,
-                 inputs: dict) -> None:
+                 inputs: dict, comm: str | None = None) -> None:
         from daskflow.pencils.layout import chunk_owner, pencil_chunks
+        from daskflow.pencils.transport import make_comm
         from daskflow.poisson import PoissonSolver, algorithms, stages
         from daskflow.poisson.distributed import cluster_state
 
@@ -176,6 +190,8 @@ class _ClusterCandidate:
         state = cluster_state(self.solver, client, xp_name)  # plan and P-TDMA set-up, placed as a fused solve does
         self.workers, dec = state.workers, self.solver.plan.decomposition
         self.plans, self.pz = state.plans, dec.pz
+        # the communicator a run with this transport would use (shared with it: built once)
+        self.comm = make_comm(client, state.participants, comm or "mailbox", device)
         owner = {k: chunk_owner(k, self.workers, dec.pz) for k in dec.indices}
         owner.update({k: chunk_owner(k, self.workers, dec.pz) for k in dec.reduced_indices()})
         if tuple(pencils) not in inputs:
@@ -199,7 +215,7 @@ class _ClusterCandidate:
         """Seconds per timed solve (the slowest worker's)."""
         run_id = f"daskflow-autotune-{uuid.uuid4().hex}"
         futures = [self.client.submit(_timed_solves, self.algorithm, self.plans[worker], run_id, self.workers,
-                                      self.pz, inputs, warmup, repeats, workers=[worker],
+                                      self.pz, inputs, warmup, repeats, self.comm, workers=[worker],
                                       allow_other_workers=False, pure=False)
                    for worker, inputs in self.inputs.items()]
         per_worker = self.client.gather(futures)
@@ -210,7 +226,7 @@ class _LocalCandidate:
     """One candidate in this process (the in-process solver, ``pencils`` emulated)."""
 
     def __init__(self, grid: Grid, bc, stagger: str, dtype: str, pencils, method: str, device: str,
-                 inputs: dict) -> None:
+                 inputs: dict, comm: str | None = None) -> None:
         from daskflow.poisson import PoissonSolver
 
         self.solver = PoissonSolver(grid, tuple(bc), stagger, method, tuple(pencils), dtype)
@@ -229,11 +245,14 @@ class _LocalCandidate:
 
 
 def time_candidates(grid: Grid, bc, dtype, cands, client=None, device: str = "cpu", warmup: int = WARMUP,
-                    repeats: int = REPEATS, stagger: str = STAGGER, rounds: int = ROUNDS) -> list[dict]:
-    """One row per candidate ``((py, pz), method)``: ``median_ms``, ``min_ms``, ``max_ms`` (and every
-    sample, ``samples_ms``) of ``repeats`` warm solves, ``wall_s`` (the candidate's share of the time:
-    set-up, data, all solves). On ``client``'s workers (one task per worker, see the module
-    docstring), else in this process.
+                    repeats: int = REPEATS, stagger: str = STAGGER, rounds: int = ROUNDS,
+                    comms=(None,)) -> list[dict]:
+    """One row per candidate ``((py, pz), method)`` and exchange backend of ``comms`` (``None``: in
+    process, nothing moves): ``median_ms``, ``min_ms``, ``max_ms`` (and every sample,
+    ``samples_ms``) of ``repeats`` warm solves, ``wall_s`` (the candidate's share of the time: set-up,
+    data, all solves). On ``client``'s workers (one task per worker, see the module docstring), else
+    in this process. A candidate that fails (a backend that cannot start here) gets a row with its
+    ``error`` and no times; when every candidate fails, the first error is raised.
 
     The candidates are interleaved: all are set up first (their inputs and P-TDMA set-ups are held
     at once: a few fields' worth per candidate), then ``rounds`` rounds each run ``warmup`` untimed and
@@ -246,32 +265,58 @@ def time_candidates(grid: Grid, bc, dtype, cands, client=None, device: str = "cp
     rounds = min(rounds, repeats)
     dtype = str(np.dtype(dtype))
     inputs: dict = {}
-    prepared, walls = [], []
-    for pencils, method in cands:
+    entries = [(p, m, c) for p, m in cands for c in comms]
+    prepared: list = []
+    walls: list[float] = []
+    errors: list[Exception | None] = []
+    for pencils, method, comm in entries:
         t0 = time.perf_counter()
-        if client is not None:
-            prepared.append(_ClusterCandidate(client, grid, bc, stagger, dtype, pencils, method, device, inputs))
-        else:
-            prepared.append(_LocalCandidate(grid, bc, stagger, dtype, pencils, method, device, inputs))
+        kind = _ClusterCandidate if client is not None else _LocalCandidate
+        args = (grid, bc, stagger, dtype, pencils, method, device, inputs, comm)
+        prepared.append(None)
+        errors.append(None)
+        try:
+            prepared[-1] = kind(client, *args) if client is not None else kind(*args)
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot start here is a row, not a failure
+            errors[-1] = exc
         walls.append(time.perf_counter() - t0)
-    samples: list[list[float]] = [[] for _ in cands]
+    samples: list[list[float]] = [[] for _ in entries]
     for r in range(rounds):
         count = repeats // rounds + (r < repeats % rounds)
         for i, candidate in enumerate(prepared):
+            if errors[i] is not None:
+                continue
             t0 = time.perf_counter()
-            samples[i] += candidate.run(warmup, count)
+            try:
+                samples[i] += candidate.run(warmup, count)
+            except Exception as exc:  # noqa: BLE001 - as above; its communicator is checked before the next run
+                errors[i] = exc
+                _forget_failed_run(client)
             walls[i] += time.perf_counter() - t0
             timed_solves += warmup + count
     del prepared, inputs
-    rows = [_row(p, m, seconds, wall) for (p, m), seconds, wall in zip(cands, samples, walls, strict=True)]
+    if all(error is not None for error in errors):
+        raise errors[0]
+    rows = [_row(p, m, [] if error else seconds, wall, c, None if error is None else f"{type(error).__name__}: {error}")
+            for (p, m, c), seconds, wall, error in zip(entries, samples, walls, errors, strict=True)]
     for row in rows:
-        logger.debug("autotune %s %s: %.3f ms", row["pencils"], row["method"], row["median_ms"])
+        logger.debug("autotune %s %s %s: %s", row["pencils"], row["method"], row["comm"],
+                     row.get("error") or f"{row['median_ms']:.3f} ms")
     return rows
 
 
+def _forget_failed_run(client) -> None:
+    """After a candidate's run failed on ``client``'s workers: the next run asks them whether its
+    communicator is still alive (the failure aborted it)."""
+    if client is not None:
+        from daskflow.pencils.transport import comm_failed
+
+        comm_failed(client)
+
+
 def fastest(rows: list[dict]) -> dict:
-    """The row with the smallest median (ties: the earlier row)."""
-    return min(rows, key=lambda r: r["median_ms"])
+    """The row with the smallest median among those that ran (ties: the earlier row)."""
+    return min((r for r in rows if r["median_ms"] is not None), key=lambda r: r["median_ms"])
 
 
 # ---------------------------------------------------------------- cluster description and cache
@@ -322,13 +367,13 @@ def cache_path() -> Path:
     return Path(base) / "daskflow" / "autotune.json"
 
 
-def cache_key(grid: Grid, bc, dtype, cands, cluster: dict, stagger: str = STAGGER) -> dict:
+def cache_key(grid: Grid, bc, dtype, cands, cluster: dict, stagger: str = STAGGER, comms=(None,)) -> dict:
     """See the module docstring (lengths and stretching are deliberately not part of it)."""
     from daskflow.version import __version__
 
     return {"cache_version": CACHE_VERSION, "daskflow": __version__, "grid": list(grid.shape),
             "bc": list(bc), "stagger": stagger, "dtype": str(np.dtype(dtype)),
-            "candidates": [[p[0], p[1], m] for p, m in cands], "cluster": cluster}
+            "candidates": [[p[0], p[1], m] for p, m in cands], "comms": list(comms), "cluster": cluster}
 
 
 def _key_text(key: dict) -> str:
@@ -369,8 +414,9 @@ def write_cache(key: dict, entry: dict, path: Path | None = None) -> bool:
 
 @dataclass
 class AutotuneResult:
-    """The choice (``pencils``, ``method``), the timing ``table`` (empty when there was one
-    candidate only), whether it came from the cache, the cache ``key`` and the ``path``."""
+    """The choice (``pencils``, ``method`` and, on a cluster, the exchanges' backend ``comm``), the
+    timing ``table`` (empty when there was one candidate only), whether it came from the cache, the
+    cache ``key`` and the ``path``."""
 
     pencils: tuple[int, int]
     method: str
@@ -380,21 +426,30 @@ class AutotuneResult:
     path: str | None = None
     seconds: float = 0.0
     note: str = ""  # why nothing was timed ("the only candidate", "kept from the checkpoint")
+    comm: str | None = None  # None: in process, or not chosen here (the run resolves cluster.comm itself)
 
     def lines(self) -> list[str]:
         """The table as text, fastest marked."""
         source = "from the cache " + str(self.path) if self.cached else f"timed in {self.seconds:.1f} s"
+        comm = f", comm {self.comm}" if self.comm else ""
         if not self.table:
-            return [f"autotune: pencils {list(self.pencils)}, poisson {self.method} ({self.note or 'not timed'})"]
-        out = [f"autotune: {len(self.table)} candidates, {source}",
-               f"  {'pencils':>10}  {'method':6}  {'median ms':>10}  {'min ms':>10}"]
-        for r in sorted(self.table, key=lambda r: r["median_ms"]):
-            mark = "  <- chosen" if (tuple(r["pencils"]), r["method"]) == (self.pencils, self.method) else ""
-            out.append(f"  {str(r['pencils']):>10}  {r['method']:6}  {r['median_ms']:10.3f}  {r['min_ms']:10.3f}{mark}")
+            return [f"autotune: pencils {list(self.pencils)}, poisson {self.method}{comm} "
+                    f"({self.note or 'not timed'})"]
+        out = [f"autotune: {len(self.table)} candidates, {source}" + (f" ({self.note})" if self.note else ""),
+               f"  {'pencils':>10}  {'method':6}  {'comm':8}  {'median ms':>10}  {'min ms':>10}"]
+        chosen = (self.pencils, self.method, self.comm)
+        for r in sorted(self.table, key=lambda r: (r["median_ms"] is None, r["median_ms"] or 0.0)):
+            head = f"  {str(r['pencils']):>10}  {r['method']:6}  {r.get('comm') or '-':8}"
+            if r["median_ms"] is None:
+                out.append(f"{head}  failed: {r.get('error', '')}")
+                continue
+            mark = "  <- chosen" if (tuple(r["pencils"]), r["method"], r.get("comm")) == chosen else ""
+            out.append(f"{head}  {r['median_ms']:10.3f}  {r['min_ms']:10.3f}{mark}")
         return out
 
     def summary(self) -> dict:
-        return {"pencils": list(self.pencils), "method": self.method, "cached": self.cached, "table": self.table}
+        return {"pencils": list(self.pencils), "method": self.method, "comm": self.comm, "cached": self.cached,
+                "table": self.table}
 
 
 def detect_device(client=None, device: str | None = "auto") -> str:
@@ -417,20 +472,24 @@ def _has_gpu() -> bool:
 
 def autotune(grid: Grid, bc=("PP", "PP", "NN"), dtype="float64", client=None, pencils="auto", method="auto",
              device: str | None = "auto", warmup: int = WARMUP, repeats: int = REPEATS, cache: bool = True,
-             accept=None, stagger: str = STAGGER, rounds: int = ROUNDS) -> AutotuneResult:
-    """Pick ``pencils`` (``"auto"`` or ``(py, pz)``) and ``method`` (``"auto"``, ``"ptdma"`` or ``"ftm"``)
-    for the Poisson problem on ``grid`` with boundary conditions ``bc`` and placement ``stagger`` (the
-    pressure's: cell-centred).
+             accept=None, stagger: str = STAGGER, rounds: int = ROUNDS, comm: str = "auto") -> AutotuneResult:
+    """Pick ``pencils`` (``"auto"`` or ``(py, pz)``), ``method`` (``"auto"``, ``"ptdma"`` or ``"ftm"``)
+    and, on a cluster, the exchanges' backend ``comm`` (``"auto"`` or one of
+    :data:`~daskflow.pencils.transport.COMMS`) for the Poisson problem on ``grid`` with boundary
+    conditions ``bc`` and placement ``stagger`` (the pressure's: cell-centred).
 
     ``pencils="auto"``: every decomposition of the client's worker count (in process: ``(1, 1)``).
-    ``accept(pencils)`` may refuse decompositions. Raises ``ValueError`` (naming ``solver.pencils``)
-    when no candidate fits the grid."""
+    ``comm="auto"``: every backend usable on the workers
+    (:func:`~daskflow.pencils.transport.comm_candidates`), each timed with every decomposition and
+    method; a named one carries the timing alone. ``accept(pencils)`` may refuse decompositions.
+    Raises ``ValueError`` (naming ``solver.pencils``) when no candidate fits the grid."""
     t0 = time.perf_counter()
     workers = 1
     if client is not None:
         from daskflow.pencils.graph import live_workers
 
-        workers = len(live_workers(client))
+        live = live_workers(client)
+        workers = len(live)
     options = decompositions(workers) if pencils == "auto" else [tuple(int(v) for v in pencils)]
     methods = METHODS if method == "auto" else (method,)
     cands = candidates(grid, bc, methods=methods, pencils=options, dtype=dtype, accept=accept, stagger=stagger)
@@ -438,26 +497,34 @@ def autotune(grid: Grid, bc=("PP", "PP", "NN"), dtype="float64", client=None, pe
         raise ValueError(f"solver.pencils: no decomposition among {[list(p) for p in options]} with "
                          f"poisson {'/'.join(methods)} fits the grid {list(grid.shape)} on {workers} worker(s) "
                          "(set cluster.workers or solver.pencils)")
-    if len(cands) == 1:
+    comms: list = [None]
+    if client is not None and workers > 1:
+        from daskflow.pencils.transport import choose_comm, comm_candidates
+
+        device = detect_device(client, device)
+        comms = (comm_candidates(client, live, device) if comm == "auto"
+                 else [choose_comm(client, live, comm, device, setting="cluster.comm")])
+    if len(cands) * len(comms) == 1:
         (p, m), = cands
-        return AutotuneResult(p, m, seconds=time.perf_counter() - t0, note="the only candidate")
-    device = detect_device(client, device)
-    key = cache_key(grid, bc, dtype, cands, describe_cluster(client, device), stagger)
+        return AutotuneResult(p, m, seconds=time.perf_counter() - t0, note="the only candidate", comm=comms[0])
+    device = detect_device(client, device)  # a no-op once resolved above
+    key = cache_key(grid, bc, dtype, cands, describe_cluster(client, device), stagger, comms)
     path = cache_path()
     if cache:
         hit = read_cache(path).get(_key_text(key))
-        if hit is not None and [tuple(hit["pencils"]), hit["method"]] in [[p, m] for p, m in cands]:
+        if hit is not None and (tuple(hit["pencils"]), hit["method"], hit.get("comm")) in [
+                (p, m, c) for p, m in cands for c in comms]:
             result = AutotuneResult(tuple(hit["pencils"]), hit["method"], hit["table"], True, key, str(path),
-                                    time.perf_counter() - t0)
+                                    time.perf_counter() - t0, comm=hit.get("comm"))
             _log(result)
             return result
-    table = time_candidates(grid, bc, dtype, cands, client, device, warmup, repeats, stagger, rounds)
+    table = time_candidates(grid, bc, dtype, cands, client, device, warmup, repeats, stagger, rounds, comms)
     best = fastest(table)
     result = AutotuneResult(tuple(best["pencils"]), best["method"], table, False, key, str(path),
-                            time.perf_counter() - t0)
+                            time.perf_counter() - t0, comm=best["comm"])
     if cache:
-        write_cache(key, {"pencils": best["pencils"], "method": best["method"], "table": table,
-                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, path)
+        write_cache(key, {"pencils": best["pencils"], "method": best["method"], "comm": best["comm"],
+                          "table": table, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, path)
     _log(result)
     return result
 
@@ -472,12 +539,16 @@ def tuned_solver(grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", dtype=
     """A :class:`~daskflow.poisson.PoissonSolver` (with ``alpha``: a
     :class:`~daskflow.poisson.HelmholtzSolver`) with the ``pencils`` and ``method`` that
     :func:`autotune` picks where they are ``"auto"``; the choice is the solver's ``autotune``
-    attribute. ``solver_args`` go to the solver (``granularity``, ``comm``)."""
+    attribute. ``solver_args`` go to the solver (``granularity``, ``comm``: ``"auto"``, the default,
+    is timed too on a cluster)."""
     from daskflow.bc import Boundaries
     from daskflow.poisson import HelmholtzSolver, PoissonSolver
 
     b = Boundaries.parse(bc, stagger)
-    result = autotune(grid, b.bc, dtype, client, pencils, method, device, stagger="".join(b.stagger))
+    result = autotune(grid, b.bc, dtype, client, pencils, method, device, stagger="".join(b.stagger),
+                      comm=solver_args.get("comm", "auto"))
+    if result.comm is not None:
+        solver_args["comm"] = result.comm
     solver_args["device"] = None if device == "auto" else device
     if alpha is None:
         solver = PoissonSolver(grid, bc, stagger, result.method, result.pencils, dtype, **solver_args)

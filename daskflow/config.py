@@ -9,8 +9,9 @@ shape). ``physics.advection`` is ``divergence`` (conservative form, the default)
 ``auto``: ``auto`` times the candidates on the live cluster at set-up and writes the fastest into the
 run's configuration (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``).
 ``cluster.comm`` is the transport of the pencils' exchanges inside a run
-(:mod:`daskflow.pencils.transport`): ``nccl``, ``ucx``, ``mailbox`` or ``auto`` (NCCL on GPU workers,
-else the mailbox).
+(:mod:`daskflow.pencils.transport`): ``nccl``, ``ucx``, ``mailbox`` or ``auto`` (on a cluster of
+several workers every usable backend is timed with the run's decomposition and pressure solver and
+the fastest runs; the configuration keeps ``auto`` and the store notes the choice).
 
 Required, without defaults (they set the physics): ``grid.shape``, ``physics.nu`` and
 ``physics.forcing.kind`` (``none``, ``pressure_gradient`` or ``flow_rate``; the latter two also need

@@ -120,8 +120,9 @@ class Simulation:
                  _stored_solver=None) -> None:
         self.config = load(config)
         check(self.config)
-        self.autotune = None  # the AutotuneResult when solver.pencils or solver.poisson was auto
-        if "auto" in (self.config.solver.pencils, self.config.solver.poisson):
+        self.autotune = None  # the AutotuneResult when solver.pencils, solver.poisson or cluster.comm was auto
+        self._tuned_comm = None  # the exchanges' backend the autotuner timed fastest (cluster.comm: auto)
+        if "auto" in (self.config.solver.pencils, self.config.solver.poisson) or self._comm_to_time(client):
             self._resolve_auto(client, _stored_solver)
         cfg = self.config
         self.grid = cfg.grid.mesh
@@ -143,7 +144,7 @@ class Simulation:
         self._flow_plan = self._make_plan("cpu" if self.xp is np else "gpu")
         if client is not None:
             self._flow_plan = self._make_plan(worker_device(client, device))
-            self._cluster = WorkerPencils(client, self._flow_plan, cfg.cluster.comm, self.store)
+            self._cluster = WorkerPencils(client, self._flow_plan, self._tuned_comm or cfg.cluster.comm, self.store)
         if _restart:
             self._load_checkpoint()
         else:
@@ -159,7 +160,8 @@ class Simulation:
         if self._cluster is not None and self.store is not None:
             from daskflow.io import store
 
-            store.record_exchanges(self.store, self._cluster.comm, len(self._cluster.workers))
+            store.record_exchanges(self.store, self._cluster.comm, len(self._cluster.workers),
+                                   "timed" if self._tuned_comm else "setting")
         if not _restart and self.store is not None and cfg.output.fields_every:
             self._initial_fields()
 
@@ -183,30 +185,45 @@ class Simulation:
         check_restart(store_path, config)
         return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
 
+    def _comm_to_time(self, client) -> bool:
+        """Whether ``cluster.comm: auto`` asks for the exchanges' backend to be timed: on a cluster of
+        several workers (one exchanges nothing)."""
+        return client is not None and self.config.cluster.comm == "auto" and len(live_workers(client)) > 1
+
     def _resolve_auto(self, client, stored: dict | None) -> None:
         """Replace ``solver.pencils: auto`` / ``solver.poisson: auto`` by concrete values in
-        ``self.config`` (so the store and restarts record them): the checkpoint's own choice when a
-        restart runs on the same cluster shape (``py * pz`` workers; in process one), else the
-        autotuner's (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``)."""
+        ``self.config`` (so the store and restarts record them), and resolve ``cluster.comm: auto`` on
+        a cluster by timing: the checkpoint's own pencils and method when a restart runs on the same
+        cluster shape (``py * pz`` workers; in process one), else the autotuner's
+        (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``). The backend the
+        autotuner picks is not written into the configuration (the store and restarts keep
+        ``auto``, which another cluster resolves by its own timing); the store notes it apart."""
         from daskflow import autotune
 
         s = self.config.solver
+        pencils, poisson, note = s.pencils, s.poisson, ""
         workers = 1 if client is None else len(live_workers(client))
         if stored is not None and stored["pencils"] != "auto" and stored["poisson"] != "auto":
             same_shape = stored["pencils"][0] * stored["pencils"][1] == workers
             if same_shape and s.pencils in ("auto", tuple(stored["pencils"])):
+                pencils = tuple(stored["pencils"])
                 poisson = stored["poisson"] if s.poisson == "auto" else s.poisson
-                self.autotune = autotune.AutotuneResult(tuple(stored["pencils"]), poisson,
-                                                        note="kept from the checkpoint: same cluster shape")
-                self._choose(self.autotune)
-                return
+                note = "pencils and poisson kept from the checkpoint: same cluster shape"
+                if not self._comm_to_time(client):
+                    self.autotune = autotune.AutotuneResult(pencils, poisson, note=note)
+                    self._choose(self.autotune)
+                    return
         if s.device == "gpu" and client is None and cupy_or_none() is None:
             raise ValueError("config solver.device: 'gpu' needs CuPy and a CUDA device")
         try:
             self.autotune = autotune.autotune(self.config.grid.mesh, nsb.build(self.config.boundaries).p, s.dtype,
-                                              client, s.pencils, s.poisson, s.device)
+                                              client, pencils, poisson, s.device, comm=self.config.cluster.comm)
         except ValueError as exc:
             raise ValueError(f"config {exc}") from exc
+        if note:
+            self.autotune.note = note
+        if self.config.cluster.comm == "auto" and len({row["comm"] for row in self.autotune.table}) > 1:
+            self._tuned_comm = self.autotune.comm  # timed among several backends (else the setting decides)
         self._choose(self.autotune)
 
     def _choose(self, result) -> None:

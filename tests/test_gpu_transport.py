@@ -78,9 +78,15 @@ def test_nccl_steps_equal_the_mailbox_bit_for_bit(cuda_client):
         assert runs["nccl"][1] == runs["mailbox"][1]
 
 
-def test_auto_picks_nccl_on_gpu_workers(cuda_client):
+def test_auto_times_nccl_and_the_mailbox_on_gpu_workers(cuda_client, tmp_path, monkeypatch):
+    """On GPU workers ``auto`` times NCCL against the mailbox on the run's own pressure solve and
+    runs on the faster."""
+    monkeypatch.setenv("DASKFLOW_CACHE_DIR", str(tmp_path / "cache"))
     gpus = len(cuda_client.scheduler_info()["workers"])
-    assert Simulation(_channel((gpus, 1), "auto"), client=cuda_client).comm == "nccl"
+    sim = Simulation(_channel((gpus, 1), "auto", [64, 32 * gpus, 48]), client=cuda_client)
+    table = sim.autotune.table
+    assert [row["comm"] for row in table] == ["nccl", "mailbox"]
+    assert sim.comm == sim.autotune.comm == min(table, key=lambda row: row["median_ms"])["comm"]
 
 
 def test_nccl_poisson_solves_equal_the_mailbox_bit_for_bit(cuda_client):

@@ -64,6 +64,8 @@ def test_info_reports_versions():
     assert proc.returncode == 0
     info = json.loads(proc.stdout)
     assert info["versions"]["dask"] and "default_cluster" in info
+    # what cluster.comm: auto times on several workers: always the mailbox, last
+    assert info["exchange_candidates"][-1] == "mailbox" and info["exchanges"] in info["exchange_candidates"]
     assert info["compiled_cpu_loops"] is (info["versions"]["numba"] is not None)  # numba is a dependency
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
-from daskflow import Simulation
+from daskflow import Grid, Simulation
 from daskflow.config import validate
 from daskflow.pencils import transport, wire
 from daskflow.pencils.transport import CommSpec, PackedTransport, choose_comm
@@ -279,8 +279,70 @@ def test_the_store_records_the_transport_that_ran(tmp_path):
             Client(cluster) as client:
         Simulation(cfg, client=client)
     attrs = zarr.open_group(str(tmp_path / "run.zarr"), mode="r").attrs
-    assert attrs["exchanges"] == {"comm": "mailbox", "workers": 2}
+    assert attrs["exchanges"] == {"comm": "mailbox", "workers": 2, "chosen": "setting"}  # one candidate: untimed
     assert attrs["config"]["cluster"]["comm"] == "auto"  # the request stays as it was given
+
+
+def test_auto_times_every_usable_backend_and_the_store_notes_the_choice(loopback, tmp_path, monkeypatch):
+    """On a cluster, ``cluster.comm: auto`` times each usable backend with the run's decomposition
+    and pressure solver (here the packed protocol over the loopback and the mailbox), runs on the
+    fastest and notes it in the store; the configuration keeps ``auto``. A restart on the same
+    cluster shape keeps the checkpoint's pencils and times the backends again (a cache hit)."""
+    import zarr
+
+    from daskflow import autotune
+    from daskflow.io import store
+
+    monkeypatch.setenv("DASKFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = _channel((1, 2))
+    cfg["output"] = {"store": str(tmp_path / "run.zarr"), "checkpoint_every": 2}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        before = autotune.timed_solves
+        sim = Simulation(cfg, client=client)
+        table = sim.autotune.table
+        assert [row["comm"] for row in table] == ["loopback", "mailbox"] and autotune.timed_solves > before
+        assert sim.comm == sim.autotune.comm == min(table, key=lambda row: row["median_ms"])["comm"]
+        assert any("<- chosen" in line and sim.comm in line for line in sim.autotune.lines())
+        sim.run(steps=2)
+        attrs = zarr.open_group(str(tmp_path / "run.zarr"), mode="r").attrs
+        assert attrs["exchanges"] == {"comm": sim.comm, "workers": 2, "chosen": "timed"}
+        assert store.root_config(str(tmp_path / "run.zarr"))["cluster"]["comm"] == "auto"
+
+        # the fastest backend wins, whichever it is
+        def loopback_faster(grid, bc, dtype, cands, *args):
+            return [autotune._row(p, m, [1e-3 if c == "loopback" else 2e-3], 0.0, c)
+                    for p, m in cands for c in args[-1]]
+
+        monkeypatch.setattr(autotune, "time_candidates", loopback_faster)
+        monkeypatch.setenv("DASKFLOW_CACHE_DIR", str(tmp_path / "other-cache"))
+        again = Simulation.restart(str(tmp_path / "run.zarr"), client=client)
+        assert again.comm == "loopback" and "kept from the checkpoint" in again.autotune.lines()[0]
+        again.run(steps=1)
+        assert zarr.open_group(str(tmp_path / "run.zarr"), mode="r").attrs["exchanges"]["comm"] == "loopback"
+
+
+def _broken_link(spec: CommSpec, rank: int):
+    raise RuntimeError("this backend cannot start here")
+
+
+def test_a_backend_that_fails_while_timed_is_a_row_not_a_failed_run(loopback, tmp_path, monkeypatch):
+    from daskflow import autotune
+
+    monkeypatch.setenv("DASKFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(transport.LINKS, "broken", _broken_link)
+    monkeypatch.setitem(transport.BOOTSTRAPS, "broken", lambda client, workers, device: (uuid.uuid4().hex,))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        result = autotune.autotune(Grid((8, 8, 8), (1.0, 1.0, 1.0)), ("PP", "PP", "NN"), client=client,
+                                   pencils=(1, 2), method="ptdma", repeats=2, rounds=1)
+        by_comm = {row["comm"]: row for row in result.table}
+        assert set(by_comm) == {"loopback", "broken", "mailbox"}
+        assert by_comm["broken"]["median_ms"] is None and "cannot start here" in by_comm["broken"]["error"]
+        assert result.comm in ("loopback", "mailbox")
+        assert any("broken" in line and "failed" in line for line in result.lines())
+        sim = Simulation(_channel((1, 2)), client=client)  # a simulation times them too, and runs on one that works
+        assert sim.comm in ("loopback", "mailbox")
 
 
 def test_the_comm_setting_is_validated():

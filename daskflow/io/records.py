@@ -64,11 +64,14 @@ def truncate_after(path: str, step: int) -> None:
     commit(path)
 
 
-def record_exchanges(path: str, comm: str, workers: int) -> None:
+def record_exchanges(path: str, comm: str, workers: int, chosen: str = "setting") -> None:
     """Note in the store which transport carried the pencils' exchanges (``cluster.comm`` as
-    resolved on the cluster: ``auto`` becomes ``nccl`` or ``mailbox``) and over how many workers;
-    a restart on another cluster records its own."""
-    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers}})  # keeps the
+    resolved on the cluster), over how many workers, and how it was ``chosen``: ``"timed"`` (``auto``
+    timed by the autotuner, whose table ``daskflow run`` prints) or ``"setting"`` (named in the
+    configuration, or ``auto`` untimed: NCCL where usable, else the mailbox). A restart on another
+    cluster records its own."""
+    zarr.open_group(path, mode="r+").attrs.update({"exchanges": {"comm": comm, "workers": workers,  # keeps the
+                                                                 "chosen": chosen}})
     commit(path)  # committed view: the root is rewritten with its consolidated metadata
 
 

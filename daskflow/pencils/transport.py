@@ -17,7 +17,12 @@ Backends (``cluster.comm``):
   less than an RPC hop per piece (``docs/performance.md``).
 * ``ucx``: the same two rounds as tag-matched UCXX messages between the workers' UCX endpoints
   (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any
-  network UCX drives (across nodes where NCCL is not available). Chosen explicitly, never by auto.
+  network UCX drives (across nodes where NCCL is not available).
+
+``auto`` is resolved in one of two ways. Untimed (:func:`choose_comm`): NCCL where it is usable,
+else the mailbox. Timed (:func:`comm_candidates`, used by :mod:`daskflow.autotune` when a
+simulation sets ``cluster.comm: auto``): every backend usable on the workers is timed on the run's
+own decomposition and algorithm, and the fastest carries the run.
 
 A communicator's participants, and the ids that bootstrap it, are a :class:`CommSpec` made on the
 client (:func:`make_comm`) and shipped with the fused tasks; each worker builds its end once and
@@ -337,6 +342,50 @@ def retire(key: tuple, dask_worker=None) -> None:
 # ------------------------------------------------------------------------------------ client side
 
 
+def _gpu_devices(client, workers: Sequence[str], device: str) -> list:
+    """Each worker's GPU as NCCL sees it (PCI bus id; ``None`` without NCCL or a GPU); ``[None]`` for
+    CPU pieces."""
+    if device != "gpu":
+        return [None]
+    from daskflow.pencils import nccl
+
+    return list(client.run(nccl.device_id, workers=list(workers)).values())
+
+
+def _one_gpu_each(devices: list) -> bool:
+    return None not in devices and len(set(devices)) == len(devices)
+
+
+def _nccl_usable(client, workers: Sequence[str], device: str) -> bool:
+    """Whether NCCL can carry ``device`` pieces between ``workers``: GPU pieces, each worker on a GPU
+    of its own, and CuPy's NCCL loading on all of them."""
+    return _one_gpu_each(_gpu_devices(client, workers, device))
+
+
+def _ucx_usable(client, workers: Sequence[str], device: str) -> bool:
+    """Whether the UCX backend can serve ``workers`` (see :func:`_check_ucx`)."""
+    try:
+        _check_ucx(client, workers, "cluster.comm")
+    except ValueError:
+        return False
+    return True
+
+
+#: per packed backend: whether it can serve a run (the loopback of the tests, registered without
+#: one, always can)
+USABLE: dict[str, Callable] = {"nccl": _nccl_usable, "ucx": _ucx_usable}
+
+
+def comm_candidates(client, workers: Sequence[str], device: str) -> list[str]:
+    """The backends that ``cluster.comm: auto`` times for a run on ``workers`` with ``device``
+    pieces: every registered packed link usable there, then the mailbox (always usable). One
+    participant exchanges nothing: the mailbox alone."""
+    if len(workers) < 2:
+        return ["mailbox"]
+    usable = [kind for kind in LINKS if USABLE.get(kind, lambda *_: True)(client, workers, device)]
+    return [*usable, "mailbox"]
+
+
 def choose_comm(client, workers: Sequence[str], requested: str, device: str,
                 setting: str = "config cluster.comm") -> str:
     """The backend a run on ``workers`` uses: ``requested`` checked, or ``auto`` resolved (NCCL when
@@ -351,17 +400,14 @@ def choose_comm(client, workers: Sequence[str], requested: str, device: str,
         return "ucx"
     if requested not in ("auto", "nccl"):
         return requested  # another registered link (LINKS, BOOTSTRAPS)
-    from daskflow.pencils import nccl
-
-    devices = list(client.run(nccl.device_id, workers=list(workers)).values()) if device == "gpu" else [None]
+    devices = _gpu_devices(client, workers, device)
     if requested == "nccl" and None in devices:
         raise ValueError(f"{setting}: 'nccl' needs GPU workers and CuPy arrays (solver.device gpu) where CuPy's "
                          "NCCL loads; use auto, ucx or mailbox")
     if requested == "nccl" and len(set(devices)) < len(devices):
         raise ValueError(f"{setting}: 'nccl' needs one GPU per worker, and {len(workers)} workers share "
                          f"{len(set(devices))} GPU(s); use auto or mailbox")
-    usable = None not in devices and len(set(devices)) == len(devices)
-    return "nccl" if usable else "mailbox"
+    return "nccl" if _one_gpu_each(devices) else "mailbox"
 
 
 def _check_ucx(client, workers: Sequence[str], setting: str) -> None:

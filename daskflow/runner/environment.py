@@ -24,8 +24,11 @@ def info(args) -> int:
     versions["ucx"] = ucx.version()
     cuda_cluster = cp is not None and importlib.util.find_spec("dask_cuda") is not None
     gpus = cp.cuda.runtime.getDeviceCount() if cp else 0
-    # what cluster.comm: auto picks for a run on several GPU workers of this machine, and Dask's comms then
-    comm = "nccl" if cuda_cluster and gpus > 1 and nccl.available() else "mailbox"
+    # the backends cluster.comm: auto times for a run on several workers of this machine (the fastest
+    # carries the run), the one it takes untimed (one candidate), and Dask's comms then
+    candidates = [*(["nccl"] if cuda_cluster and gpus > 1 and nccl.available() else []),
+                  *(["ucx"] if ucx.available() else []), "mailbox"]
+    comm = candidates[0] if candidates[0] == "nccl" else "mailbox"
     protocol = protocol_for(ClusterConfig.from_dict(DEFAULTS["cluster"]), cuda_cluster)
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,
@@ -33,7 +36,7 @@ def info(args) -> int:
                       "nccl": versions["nccl"] is not None,
                       "compiled_cpu_loops": compiled_loops(),
                       "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",
-                      "exchanges": comm}, indent=2))
+                      "exchanges": comm, "exchange_candidates": candidates}, indent=2))
     return 0
 
 

@@ -5,6 +5,11 @@ component. This module knows the velocity's operators; the solves, in one pencil
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
+from daskflow import stencils
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.ns.boundaries import FlowBoundaries
@@ -14,8 +19,16 @@ from daskflow.stencils import Tridiagonal
 def scaled_z_operator(bcs: FlowBoundaries, grid: Grid, component: int, alpha: float) -> Tridiagonal:
     """``I - alpha L_z`` for one velocity component (its z BC and placement)."""
     c = bcs.components[component]
-    op = Boundaries.parse(c.pairs, c.stagger(component)).laplacian_1d(2, grid.dzf)
+    op = _z_laplacian(c.pairs[2], c.stagger(component)[2], np.asarray(grid.dzf, dtype=np.float64).tobytes())
     return Tridiagonal(-alpha * op.lower, 1.0 - alpha * op.diag, -alpha * op.upper, op.periodic)
+
+
+@functools.lru_cache(maxsize=64)
+def _z_laplacian(pair: str, placement: str, widths: bytes) -> Tridiagonal:
+    """The 1-D z Laplacian of a component's z BC ``pair`` and ``placement`` on the cell widths
+    ``widths`` (float64 bytes): the same at every substep, while ``alpha`` changes with the step
+    size (callers scale it into new arrays; it is never changed in place)."""
+    return stencils.laplacian_1d(np.frombuffer(widths), pair, placement, Boundaries.face_neumann(2))
 
 
 def no_unknowns(bcs: FlowBoundaries, grid: Grid, component: int, axes) -> bool:

@@ -30,6 +30,9 @@ from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
 
 C, HI, LO = slice(1, -1), slice(2, None), slice(None, -2)
+#: CuPy fields are padded, updated and differenced by one kernel each (:mod:`daskflow.ns.kernels`);
+#: False runs the array code instead (the reference the kernels are tested against, bit for bit)
+FUSED_GPU = True
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,15 @@ def pad(a, bc: ComponentBC | tuple[str, str, str], component: int | None = None)
 
 
 def pad_with(a, pairs, values, component: int | None = None):
-    """:func:`pad` from the ``(pairs, values)`` of :func:`bc_of`."""
+    """:func:`pad` from the ``(pairs, values)`` of :func:`bc_of`. A CuPy field is padded by one
+    kernel (:func:`daskflow.ns.kernels.pad`: the same values, one launch instead of about ten, which
+    is what a small grid's step on the GPU pays for)."""
+    xp = array_module(a)
+    if xp is not np and FUSED_GPU:
+        from daskflow.ns import kernels
+
+        rules = [ghost_rule(pairs[axis], side, axis == component) for axis in range(3) for side in (0, 1)]
+        return kernels.pad(a, rules, [values[axis][side] for axis in range(3) for side in (0, 1)])
     out = padded_copy(a)
     for axis in range(3):
         # the part of ``out`` padded so far: all of the earlier axes, the interior of the later ones
@@ -112,21 +123,35 @@ def _copy_interior(a, out) -> None:
         for_slabs(xp, a.shape, copy)
 
 
+WRAP, COPY, MIRROR, WALL = range(4)  # how a ghost plane is filled (ghost_rule)
+
+
+def ghost_rule(pair: str, side: int, face: bool) -> int:
+    """How the ghost plane on ``side`` (0: lower, 1: upper) of an axis with boundary conditions
+    ``pair`` is filled: ``WRAP`` (periodic: from the far interior plane), ``MIRROR`` (Dirichlet on a
+    centred value: ``2 * wall value - edge``), ``WALL`` (a face on the lower Dirichlet wall: the
+    wall value itself) or ``COPY`` (Neumann, or the upper side of a face: the edge plane)."""
+    if pair == "PP":
+        return WRAP
+    if face:
+        return WALL if (side == 0 and pair[side] == "D") else COPY
+    return MIRROR if pair[side] == "D" else COPY
+
+
 def fill_ghosts(view, axis: int, pair: str, values, face: bool, sides: tuple[int, ...] = (0, 1)) -> None:
     """Set the ghost planes of ``view`` along spatial ``axis`` (its first and last; ``sides`` says
-    which) from its interior: wrapped when periodic; a Dirichlet side mirrors a centred value to the
-    wall value (a face on the lower wall is the value itself), a Neumann side copies. ``view`` is
-    one field, or a stack of fields (spatial axes last) that share these boundary conditions."""
+    which) from its interior by :func:`ghost_rule`. ``view`` is one field, or a stack of fields
+    (spatial axes last) that share these boundary conditions."""
     n = view.shape[view.ndim - 3 + axis] - 2
     for side, ghost, edge in ((0, _index(axis, 0), _index(axis, 1)), (1, _index(axis, n + 1), _index(axis, n))):
         if side not in sides:
             continue
-        letter, value = pair[side], values[side]
-        if pair == "PP":
+        rule, value = ghost_rule(pair, side, face), values[side]
+        if rule == WRAP:
             view[ghost] = view[_index(axis, n if side == 0 else 1)]
-        elif face:
-            view[ghost] = value if (side == 0 and letter == "D") else view[edge]
-        elif letter == "D":
+        elif rule == WALL:
+            view[ghost] = value
+        elif rule == MIRROR:
             view[ghost] = 2 * value - view[edge]
         else:
             view[ghost] = view[edge]
@@ -297,6 +322,11 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
         args = (out if f is None else f, f is not None, P, axis, scale, body, inv_h, c1, a1, c2, a2, len(terms), out)
         for_slabs(xp, shape, lambda k0, k1: cpu_kernels.update_slab(*args, k0, k1), threads, compiled=True)
         return out
+    if xp is not np and FUSED_GPU and len(terms) <= 2:  # one kernel (daskflow.ns.kernels), the same bits
+        from daskflow.ns import kernels
+
+        dz = device_constant(xp, m.dzc[1:shape[2] + 1])
+        return kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz)
 
     def slab(k0, k1):
         zc = slice(k0, k1)
@@ -340,16 +370,14 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
     substep's memory peak, next to the padded fields and the explicit terms, so it works on one
     temporary (two without ``out``); 0 when ``axes`` is empty and there is no ``out``."""
     xp = array_module(A)
+    if xp is not np and FUSED_GPU and axes:  # one kernel (daskflow.ns.kernels), the same bits
+        return _laplacian_kernel(A, m, component, tuple(axes), scale, out)
     for axis in axes:
         up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
         if axis < 2:
             up_factor = down_factor = scale / (m.dx if axis == 0 else m.dy) ** 2
         else:
-            if component == 2:  # faces: differences over cells, divided by the face's control width
-                up, down, width = m.dzf[2:], m.dzf[1:-1], m.dzc[1:]
-            else:  # centres: differences over centre distances, divided by the cell width
-                up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
-            up_factor, down_factor = (_z_over(scale, d * width, xp, A.dtype) for d in (up, down))
+            up_factor, down_factor = (_z_over(scale, span, xp, A.dtype) for span in _z_spans(m, component))
         term = A[up_sl] - A[C, C, C]
         term *= up_factor
         if out is None:
@@ -361,6 +389,30 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
         out -= term
         del term
     return 0 if out is None else out
+
+
+def _z_spans(m: Metrics, component: int) -> tuple:
+    """The upper and lower z spans the factors of :func:`laplacian` divide its scale by (host
+    float64): a face (``component == 2``) differenced over cells and divided by its control width,
+    a centre differenced over centre distances and divided by the cell width."""
+    if component == 2:
+        up, down, width = m.dzf[2:], m.dzf[1:-1], m.dzc[1:]
+    else:
+        up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
+    return up * width, down * width
+
+
+def _laplacian_kernel(A, m: Metrics, component: int, axes: tuple, scale: float, out):
+    """:func:`laplacian` of a CuPy field in one launch."""
+    from daskflow.ns import kernels
+
+    xp = array_module(A)
+    given = out is not None
+    if not given:
+        out = new_field(xp, tuple(n - 2 for n in A.shape), A.dtype)
+    spans = tuple(device_constant(xp, s) for s in _z_spans(m, component))
+    kernels.laplacian(A, axes, out, given, scale, (scale / m.dx ** 2, scale / m.dy ** 2), spans)
+    return out
 
 
 SLAB_POINTS = 1 << 15  # about the points of one z-slab of the blocked NumPy path (fits the L2 cache)

@@ -160,7 +160,7 @@ def _save(fig, figures, name) -> str:
 
 def plot_scaling(results, figures, key) -> str | None:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
     drawn = False
     for name, d in results.items():
         if d.get("benchmark") != "poisson_distributed":
@@ -177,7 +177,7 @@ def plot_scaling(results, figures, key) -> str | None:
     ax.set_ylabel("best chained ms per solve")
     ax.set_xscale("log", base=2)
     ax.set_title(f"Poisson solve, {'weak (512³ per GPU)' if key == 'weak_scaling' else 'strong (512³)'} scaling")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the curves: many runs
     return _save(fig, figures, f"{key}.png")
 
 

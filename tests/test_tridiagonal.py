@@ -138,3 +138,40 @@ def test_reduced_rows_are_the_boundary_equations(rng, cpu_path):
     lo, dg, up = chunk.boundary_lower, chunk.boundary_diag, chunk.boundary_upper
     np.testing.assert_allclose(lo[0] * x[0] + dg[0] * x[1] + up[0] * x[m], rows[0], rtol=1e-12)
     np.testing.assert_allclose(lo[1] * x[1] + dg[1] * x[m] + up[1] * x[m + 1], rows[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_compiled_solves_split_over_threads_give_the_same_bits(rng, monkeypatch, periodic, kind):
+    """The compiled loops run over column ranges on daskflow's CPU threads (the columns are
+    independent): Thomas with shifts, factorised sweeps with per-column and shared coefficients, and
+    P-TDMA's reduction and reconstruction give the one-thread result bit for bit, on uneven ranges."""
+    from daskflow.backend import compiled_loops
+    from daskflow.tridiagonal import cpu_kernels
+
+    if not compiled_loops():
+        pytest.skip("needs Numba")
+    m, ncols = 11, 13
+    op = _random_op(rng, m, periodic)
+    shift = -rng.uniform(0, 2, ncols)
+    d = _rhs(rng, (m, ncols), kind)
+    lower, upper = rng.uniform(0.2, 1, (m, ncols)), rng.uniform(0.2, 1, (m, ncols))
+    per_column = FactoredTridiagonal.factor(lower, -(lower + upper) - 0.5, upper, periodic)
+    shared = FactoredTridiagonal.factor(op.lower, op.diag - 0.3, op.upper, periodic)
+
+    def every_solve():
+        return [solve_shifted(d.copy(), op, shift), per_column.solve(d), shared.solve(d),
+                chunked_solve(op, shift, d, [4, 3, 4]), chunked_solve(op, shift[:1], d, [5, 6])]
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("DASKFLOW_THREADS", "1")
+    one = every_solve()
+    monkeypatch.setenv("DASKFLOW_THREADS", "3")
+    monkeypatch.setattr(cpu_kernels, "MIN_COLUMNS", 2)  # three ranges of 13 columns: 5, 5 and 3
+    calls = []
+    real_split = cpu_kernels.run_in_threads
+    monkeypatch.setattr(cpu_kernels, "run_in_threads",
+                        lambda fn, ranges, threads: calls.append(ranges) or real_split(fn, ranges, threads))
+    for got, want in zip(every_solve(), one, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert calls and all(ranges == [(0, 5), (5, 10), (10, 13)] for ranges in calls)

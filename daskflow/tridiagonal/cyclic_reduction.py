@@ -95,7 +95,7 @@ def reduce(d, chunk: ReducedChunk):
         kernels.launch("cr_reduce", x.dtype, x.shape[1], x, lower, upper, inv_b,
                        np.int32(m), np.int64(x.shape[1]), np.int64(ccols))
     elif compiled_loops():
-        cpu_kernels.cr_reduce(x, lower, upper, inv_b)
+        cpu_kernels.by_columns(cpu_kernels.cr_reduce, x, lower, upper, inv_b, per_column=(2,) if ccols > 1 else ())
     else:
         for k in range(2, m):
             x[k] -= lower[k] * x[k - 1] * inv_b[k - 1]
@@ -132,7 +132,8 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
         kernels.launch("cr_reconstruct", x.dtype, x.shape[1], x, x0, xl, a, c, inv_b,
                        np.int32(m), np.int64(x.shape[1]), np.int64(ccols))
     elif compiled_loops():
-        cpu_kernels.cr_reconstruct(x, x0, xl, a, c, inv_b)
+        cpu_kernels.by_columns(cpu_kernels.cr_reconstruct, x, x0, xl, a, c, inv_b,
+                               per_column=(0, 1, 2, 3, 4) if ccols > 1 else (0, 1))
     else:
         x[1 : m - 1] = (x[1 : m - 1] - a[1 : m - 1] * x0 - c[1 : m - 1] * xl) * inv_b[1 : m - 1]
         x[0] = x0

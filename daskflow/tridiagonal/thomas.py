@@ -10,8 +10,9 @@ Two flavours:
 
 Both handle periodic (cyclic) systems by Sherman–Morrison. On CuPy they run one CUDA thread per
 column (:mod:`daskflow.tridiagonal.kernels`); on NumPy the sweep over rows is vectorised over
-columns, or, for the non-periodic shifted systems, one compiled pass per row
-(:mod:`daskflow.tridiagonal.cpu_kernels`). ``d`` may be real or complex; coefficients are real.
+columns, or one compiled pass per row (:mod:`daskflow.tridiagonal.cpu_kernels`: the non-periodic
+shifted systems and every factorised sweep), over column ranges on the CPU threads. ``d`` may be
+real or complex; coefficients are real.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def solve_shifted(d, op: Tridiagonal, shift):
                            np.int32(m), np.int64(ncols))
         return d
     if compiled_loops() and not op.periodic:
-        cpu_kernels.thomas_shifted(x, lower, diag, upper, shift, np.empty((m, ncols), dtype=real))
+        cpu_kernels.by_columns(cpu_kernels.thomas_shifted, x, lower, diag, upper, shift,
+                               np.empty((m, ncols), dtype=real), per_column=(3, 4))
         return d
     bands = _shifted_bands(lower, diag, upper, shift)
     _solve_numpy(x, *bands, op.periodic)
@@ -173,6 +175,9 @@ class FactoredTridiagonal:
                            xp.ascontiguousarray(zz), vlast, np.int32(x.shape[0]),
                            np.int64(x.shape[1]), np.int32(self.periodic))
             return x.reshape(d.shape)
+        elif compiled_loops():
+            cpu_kernels.by_columns(cpu_kernels.factored_sweep, x, lower, inv_den, cp,
+                                   per_column=() if shared or x.shape[1] == 1 else (0, 1, 2))
         else:
             _factored_sweep(x, lower, inv_den, cp, out=x)
         if self.periodic:

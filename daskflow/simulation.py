@@ -122,8 +122,10 @@ class Simulation:
         check(self.config)
         self.autotune = None  # the AutotuneResult when solver.pencils, solver.poisson or cluster.comm was auto
         self._tuned_comm = None  # the exchanges' backend the autotuner timed fastest (cluster.comm: auto)
-        if "auto" in (self.config.solver.pencils, self.config.solver.poisson) or self._comm_to_time(client):
-            self._resolve_auto(client, _stored_solver)
+        # cluster.comm: auto is timed on a cluster of several workers (one exchanges nothing)
+        time_comm = client is not None and self.config.cluster.comm == "auto" and len(live_workers(client)) > 1
+        if "auto" in (self.config.solver.pencils, self.config.solver.poisson) or time_comm:
+            self._resolve_auto(client, _stored_solver, time_comm)
         cfg = self.config
         self.grid = cfg.grid.mesh
         self.boundaries = nsb.build(cfg.boundaries)
@@ -185,19 +187,15 @@ class Simulation:
         check_restart(store_path, config)
         return cls(config, client=client, _restart=True, _stored_solver=stored["solver"])
 
-    def _comm_to_time(self, client) -> bool:
-        """Whether ``cluster.comm: auto`` asks for the exchanges' backend to be timed: on a cluster of
-        several workers (one exchanges nothing)."""
-        return client is not None and self.config.cluster.comm == "auto" and len(live_workers(client)) > 1
-
-    def _resolve_auto(self, client, stored: dict | None) -> None:
+    def _resolve_auto(self, client, stored: dict | None, time_comm: bool) -> None:
         """Replace ``solver.pencils: auto`` / ``solver.poisson: auto`` by concrete values in
         ``self.config`` (so the store and restarts record them), and resolve ``cluster.comm: auto`` on
         a cluster by timing: the checkpoint's own pencils and method when a restart runs on the same
         cluster shape (``py * pz`` workers; in process one), else the autotuner's
         (:mod:`daskflow.autotune`; in process ``pencils: auto`` is ``[1, 1]``). The backend the
         autotuner picks is not written into the configuration (the store and restarts keep
-        ``auto``, which another cluster resolves by its own timing); the store notes it apart."""
+        ``auto``, which another cluster resolves by its own timing); the store notes it apart.
+        ``time_comm``: whether ``cluster.comm: auto`` is to be timed here."""
         from daskflow import autotune
 
         s = self.config.solver
@@ -209,7 +207,7 @@ class Simulation:
                 pencils = tuple(stored["pencils"])
                 poisson = stored["poisson"] if s.poisson == "auto" else s.poisson
                 note = "pencils and poisson kept from the checkpoint: same cluster shape"
-                if not self._comm_to_time(client):
+                if not time_comm:
                     self.autotune = autotune.AutotuneResult(pencils, poisson, note=note)
                     self._choose(self.autotune)
                     return

@@ -167,10 +167,9 @@ def pad(a, rules: list[int], walls: list[float]):
     nx, ny, nz = a.shape
     out = cupy.empty((nx + 2, ny + 2, nz + 2), dtype=a.dtype)
     scalar = np.dtype(a.dtype).type
-    strides = (np.int64(s // a.itemsize) for s in a.strides)
     kernel = _pad_kernel(str(a.dtype), cupy.cuda.Device().id)
     _launch(kernel, (ny + 2) * (nz + 2), nx + 2,
-            (a, out, *strides, np.int32(nx), np.int32(ny), np.int32(nz), *(np.int32(r) for r in rules),
+            (a, out, *_strides(a), np.int32(nx), np.int32(ny), np.int32(nz), *(np.int32(r) for r in rules),
              *(scalar(w) for w in walls)))
     return out
 

@@ -28,7 +28,7 @@ def info(args) -> int:
     # carries the run), the one it takes untimed (one candidate), and Dask's comms then
     candidates = [*(["nccl"] if cuda_cluster and gpus > 1 and nccl.available() else []),
                   *(["ucx"] if ucx.available() else []), "mailbox"]
-    comm = candidates[0] if candidates[0] == "nccl" else "mailbox"
+    comm = "nccl" if "nccl" in candidates else "mailbox"
     protocol = protocol_for(ClusterConfig.from_dict(DEFAULTS["cluster"]), cuda_cluster)
     print(json.dumps({"daskflow": __version__, "python": platform.python_version(), "versions": versions,
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,

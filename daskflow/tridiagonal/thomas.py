@@ -166,7 +166,8 @@ class FactoredTridiagonal:
         real = x.real.dtype
         lower, inv_den, cp, zz, vlast = (xp.asarray(a, dtype=real) for a in
                                          (self.lower, self.inv_den, self.cp, self.zz, self.vlast))
-        shared = self.cp.shape[1] == 1 < x.shape[1]
+        one_matrix = self.cp.shape[1] == 1
+        shared = one_matrix and x.shape[1] > 1
         if is_cupy_array(d) and shared:
             kernels.launch("thomas_uniform", x.dtype, x.shape[1], x, lower.ravel(), inv_den.ravel(), cp.ravel(),
                            np.int32(x.shape[0]), np.int64(x.shape[1]))
@@ -177,7 +178,7 @@ class FactoredTridiagonal:
             return x.reshape(d.shape)
         elif compiled_loops():
             cpu_kernels.by_columns(cpu_kernels.factored_sweep, x, lower, inv_den, cp,
-                                   per_column=() if shared or x.shape[1] == 1 else (0, 1, 2))
+                                   per_column=() if one_matrix else (0, 1, 2))
         else:
             _factored_sweep(x, lower, inv_den, cp, out=x)
         if self.periodic:

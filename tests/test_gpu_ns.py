@@ -140,3 +140,66 @@ def test_the_update_and_laplacian_kernels_equal_the_array_code_bit_for_bit(cupy,
                 want_added = ops.laplacian(P, m, component, axes, 0.013, out=a1.copy())
             np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{component} {axes}")
             np.testing.assert_array_equal(added.get(), want_added.get(), err_msg=f"{component} {axes} +=")
+
+
+HALO_FIELDS = [  # (pairs, values, component): a stack's fields with different wall rules on y and z
+    (("PP", "DD", "DN"), ((0.0, 0.0), (0.3, -0.2), (0.5, 0.0)), 0),
+    (("PP", "DD", "DD"), ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0)), 1),
+    (("PP", "ND", "DD"), ((0.0, 0.0), (0.0, 0.7), (-0.4, 0.25)), 2),
+    (("PP", "NN", "NN"), ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0)), None),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_halo_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
+    """A pencil's halo round on the GPU (the x-padded stack in one padding launch per field, then
+    every y and z ghost in one launch) gives the array code's bits for every pattern of received
+    faces and walls, edges received wherever both faces are, and periodic y from its neighbour."""
+    import itertools
+
+    from daskflow.ns import domain
+    from daskflow.ns import kernels as fused
+
+    shape = (6, 5, 7)
+    arrays = [cupy.asarray(rng.standard_normal(shape).astype(dtype)) for _ in HALO_FIELDS]
+    arrays[1] = cupy.asfortranarray(arrays[1])
+    bcs = [((pairs, values), component) for pairs, values, component in HALO_FIELDS]
+    stack, block, rules = domain.FlowDomain.halo_prepare(arrays, bcs)
+    with _array_code():
+        want_stack, want_block, _ = domain.FlowDomain.halo_prepare(arrays, bcs)
+    np.testing.assert_array_equal(block.get(), want_block.get())
+    count, nx2 = len(arrays), shape[0] + 2
+
+    def piece(oy, oz):
+        return cupy.asarray(rng.standard_normal((count, nx2, shape[1] if oy == 0 else 1,
+                                                 shape[2] if oz == 0 else 1)).astype(dtype))
+
+    periodic_y = [(("PP", "PP", p[2]), (v[0], v[1], v[2]), c) for p, v, c in HALO_FIELDS]
+    for fields, faces in itertools.product((HALO_FIELDS, periodic_y), itertools.product((False, True), repeat=4)):
+        if fields is periodic_y and not (faces[0] and faces[1]):
+            continue
+        received = {key: piece(*key) for key, got in zip(fused.HALO_PIECES[:4], faces, strict=True) if got}
+        received.update({(oy, oz): piece(oy, oz) for oy in (-1, 1) for oz in (-1, 1)
+                         if (oy, 0) in received and (0, oz) in received})
+        got, want = stack.copy(), stack.copy()
+        got[:, :, :, :] = cupy.asarray(rng.standard_normal(got.shape).astype(dtype))
+        want[...] = got
+        domain.fill_halos(got, fields, received)
+        with _array_code():
+            domain.fill_halos(want, fields, received)
+        np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{faces} periodic y {fields is periodic_y}")
+    with pytest.raises(ValueError, match="periodic axis y"):
+        domain.fill_halos(stack, periodic_y, {})
+
+
+def test_a_gpu_duct_at_2x2_equals_its_one_pencil_run(cupy):
+    """Walls on y and z with moving walls on the GPU: the in-process team of four pencils (the halo
+    kernels' faces, edges and wall ghosts) gives the one-pencil fields to 1e-12."""
+    from tests.test_pencil_team import DUCT, _assert_same_fields, _config
+
+    cfgs = [_config(DUCT, "z", pencils) for pencils in ((1, 1), (2, 2))]
+    for cfg in cfgs:
+        cfg["solver"]["device"] = "gpu"
+    reference, sim = (Simulation(cfg).run(steps=10) for cfg in cfgs)
+    assert isinstance(sim.state.u, cupy.ndarray)
+    _assert_same_fields(sim, reference, 1e-12)

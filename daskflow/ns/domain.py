@@ -108,7 +108,11 @@ def fill_halos(stack, bcs: list, received: dict) -> None:
     (on the interior z planes), then z over whole planes, so edges see the y ghosts exactly as
     padding y and then z one after the other would. A received face or edge is one operation for all
     the fields, a wall side one for its whole plane (edges included) per field, or one for all of
-    them where their conditions agree."""
+    them where their conditions agree; on the GPU one kernel sets them all, with the same values
+    (:func:`daskflow.ns.kernels.fill_ring`)."""
+    if _fused(stack):
+        _fill_ring(stack, bcs, received)
+        return
     plane = {-1: 0, 1: stack.shape[3] - 1}
     row = {-1: 0, 1: stack.shape[2] - 1}
     rows = stack[..., 1:-1]
@@ -131,6 +135,29 @@ def fill_halos(stack, bcs: list, received: dict) -> None:
                 ops.fill_ghosts_stacked(stack[..., k:k + 1], 1, bcs, sides=((oy + 1) // 2,))
             else:
                 stack[:, :, row[oy]:row[oy] + 1, k:k + 1] = edge
+
+
+def _fused(a) -> bool:
+    """Whether ``a``'s halo work runs as the GPU kernels of :mod:`daskflow.ns.kernels`."""
+    return array_module(a) is not np and ops.FUSED_GPU
+
+
+def _fill_ring(stack, bcs: list, received: dict) -> None:
+    """:func:`fill_halos` in one launch: each field's wall rules on y and z, a periodic side always
+    from its (possibly own) neighbour's piece."""
+    from daskflow.ns import kernels
+
+    rules, walls = [], []
+    for pairs, values, component in bcs:
+        for axis in (1, 2):
+            for side in (0, 1):
+                rule = ops.ghost_rule(pairs[axis], side, component == axis)
+                key = (2 * side - 1, 0) if axis == 1 else (0, 2 * side - 1)
+                if rule == ops.WRAP and key not in received:
+                    raise ValueError(f"periodic axis {'xyz'[axis]} without its neighbour's halo piece {key}")
+                rules.append(rule)
+                walls.append(values[axis][side])
+    kernels.fill_ring(stack, rules, walls, received)
 
 
 def _value(v):
@@ -226,6 +253,16 @@ class FlowDomain:
         get planes of) and each field's ``(pairs, values, component)`` (``bcs[i] = ((pairs,
         values), component)``)."""
         rules = [(pairs, values, component) for (pairs, values), component in bcs]
+        if _fused(arrays[0]):  # one padding kernel per field; its y and z ghosts are refilled by fill_halos
+            from daskflow.ns import kernels
+
+            first = arrays[0]
+            stack = ops.stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape),
+                                       first.dtype)
+            for a, field, (pairs, values, component) in zip(arrays, stack, rules, strict=True):
+                x_rules = [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
+                kernels.pad(a, x_rules + [ops.COPY] * 4, [*values[0], 0.0, 0.0, 0.0, 0.0], out=field)
+            return stack, stack[:, :, 1:-1, 1:-1], rules
         stack = ops.padded_copies(arrays)
         block = stack[:, :, 1:-1, 1:-1]
         ops.fill_ghosts_stacked(block, 0, rules)

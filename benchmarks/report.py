@@ -122,6 +122,18 @@ def table_channel_step(docs: dict) -> str:
                   rows)
 
 
+def table_roofline(d) -> str:
+    rows = [[r["operation"], _f(r["calls_per_step"], 0), _f(r["ms_per_step"], 2), _f(r["gb_per_step"], 2),
+             _f(r["gb_per_s"], 0), _f(r["fraction_of_copy_bandwidth"], 2)] for r in d["operations"]]
+    rows.append(["unattributed (stepper's own elementwise work, walls, forcing)", "", _f(d["unattributed_ms"], 2),
+                 "", "", ""])
+    rows.append([f"**whole step** ({_f(d['step_ms'], 2)} ms uninstrumented, {_f(d['ns_per_point_per_step'], 2)} ns/pt)",
+                 "", _f(d["step_ms_instrumented"], 2), _f(d["gb_per_step"], 2),
+                 _f(d["gb_per_step"] / d["step_ms"] * 1e3, 0), _f(d["step_fraction_of_roofline"], 2)])
+    return _table(["operation", "calls per step", "ms per step", "GB it must move per step", "GB/s",
+                   f"of the copy bandwidth ({_f(d['copy_bandwidth_gb_per_s'], 0)} GB/s)"], rows)
+
+
 def generic_line(name, d) -> list:
     """device + the top-level numbers of a document of unknown schema."""
     numbers = {k: v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -133,9 +145,10 @@ def generic_line(name, d) -> list:
 TABLES = {"poisson_single": table_poisson_single, "transpose": table_transpose,
           "poisson_distributed": table_poisson_distributed,
           "poisson_distributed_nogrid": table_poisson_distributed_nogrid, "weak_best": table_weak_best,
-          "write_throughput": table_write_throughput}
+          "write_throughput": table_write_throughput, "roofline": table_roofline}
 RENDER = {"poisson_single": table_poisson_single, "transpose": table_transpose,
-          "poisson_distributed": table_poisson_distributed, "write_throughput": table_write_throughput}
+          "poisson_distributed": table_poisson_distributed, "write_throughput": table_write_throughput,
+          "roofline": table_roofline}
 
 
 # ------------------------------------------------------------------------------------- plots

@@ -293,7 +293,8 @@ def job_script(section: ClusterConfig, scheduler_file: str | None = None, config
 DEFAULT_CPU_WORKERS = 8  # at most this many CPU workers for pencils: auto (one per core below that)
 
 
-def _uses_gpus(section: ClusterConfig) -> bool:
+def uses_local_gpus(section: ClusterConfig) -> bool:
+    """Whether this cluster section starts dask-cuda GPU workers on this host."""
     kind = section.kind
     return kind == "local-cuda" or (kind == "auto" and cupy_or_none() is not None
                                     and importlib.util.find_spec("dask_cuda") is not None)
@@ -313,7 +314,7 @@ def default_workers(section: ClusterConfig) -> int:
         return section.nodes * section.gpus_per_node
     if kind in ("none", "address", "scheduler-file"):
         return 1
-    if _uses_gpus(section):
+    if uses_local_gpus(section):
         try:  # what LocalCUDACluster itself counts (NVML, CUDA_VISIBLE_DEVICES respected), no CUDA context here
             from dask_cuda.utils import get_n_gpus
 
@@ -324,6 +325,21 @@ def default_workers(section: ClusterConfig) -> int:
                 return int(cupy.cuda.runtime.getDeviceCount())
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, DEFAULT_CPU_WORKERS))
+
+
+def gpu_memory() -> int | None:
+    """Total memory in bytes of the smallest GPU a local GPU cluster would use (``None`` without
+    one), read through NVML as dask-cuda does, so that no CUDA context is made in this process."""
+    try:
+        from dask_cuda.utils import get_device_total_memory, get_n_gpus
+
+        return min(int(get_device_total_memory(i)) for i in range(get_n_gpus())) or None
+    except Exception:  # noqa: BLE001 - no dask-cuda or no NVML: ask the CUDA runtime
+        cupy = cupy_or_none()
+        if cupy is None:
+            return None
+        count = cupy.cuda.runtime.getDeviceCount()
+        return min(int(cupy.cuda.runtime.getDeviceProperties(i)["totalGlobalMem"]) for i in range(count)) or None
 
 
 def shared_gpu_cluster_class():
@@ -398,7 +414,7 @@ def start(section: ClusterConfig, workers: int, worker_output: str | None = None
             yield client
         return
     n = section.workers or workers
-    gpu = _uses_gpus(section)
+    gpu = uses_local_gpus(section)
     protocol = protocol_for(section, gpu or kind in ("slurm", "pbs"))
     security = security_for(section, protocol)
     _warn_if_unsecured(section, protocol)

@@ -30,8 +30,8 @@ What is compared with what:
 - ``address`` / ``scheduler-file``: the workers' memory is unknown here; only the set-up is checked.
 
 The budget is ``solver.max_memory_fraction`` (default 0.8) of the memory available; ``null``
-switches the check off (the run then finds out itself). GPU memory is not checked here: on a GPU a
-step holds about 145 bytes per point in float64 (the README's measurement).
+switches the check off (the run then finds out itself). GPU memory is not checked here; with
+``solver.pencils: auto`` a grid whose step fits one GPU (:func:`fits_one_gpu`) runs on one GPU worker.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from daskflow.run_config import RunConfig
 
+GPU_STEP_BYTES = 190  # per point, float64: the most measured on a GPU (129 at 512 x 256 x 144, 189 at 3456 x 3072 x 30)
 STEP_WORDS = 22
 PTDMA_XYZ_WORDS = 40
 SETUP_BYTES = 106
@@ -90,6 +91,16 @@ def pencil_points(shape, pencils) -> int:
 def worker_bytes(cfg: RunConfig) -> int:
     """Bytes one worker (one pencil) needs at the peak of a time step."""
     return step_words(cfg) * ITEMSIZE[cfg.solver.dtype] * pencil_points(cfg.grid.shape, _pencils(cfg))
+
+
+def fits_one_gpu(cfg: RunConfig, gpu_bytes: int | None) -> bool:
+    """Whether the whole grid's time step fits one GPU of ``gpu_bytes`` (:data:`GPU_STEP_BYTES` per
+    point, scaled by the dtype, within ``solver.max_memory_fraction``, 0.8 when the check is off)."""
+    if not gpu_bytes:
+        return False
+    fraction = cfg.solver.max_memory_fraction or 0.8
+    need = GPU_STEP_BYTES * ITEMSIZE[cfg.solver.dtype] / 8 * pencil_points(cfg.grid.shape, (1, 1))
+    return need <= fraction * gpu_bytes
 
 
 def setup_bytes(cfg: RunConfig) -> int:

@@ -393,7 +393,8 @@ class Simulation:
 
         if self._cluster is None:
             return f"in process on {device_name(self.xp)}"
-        return f"{len(self._cluster.workers)} {self._flow_plan.device} workers"
+        n = len(self._cluster.workers)
+        return f"{n} {self._flow_plan.device} worker{'s' if n > 1 else ''}"
 
     @property
     def time(self) -> float:

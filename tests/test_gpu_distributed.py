@@ -132,9 +132,11 @@ def test_gpu_workers_write_their_pencils_to_the_store(cuda_client, tmp_path):
             np.testing.assert_allclose(b[name].values, a[name].values, rtol=1e-10, atol=1e-12)
 
 
-def test_more_pencils_than_gpus_share_the_gpu(tmp_path):
-    """The main job on a host with one GPU: its two pencils get two dask-cuda workers on that GPU,
-    which exchange through the mailbox (NCCL needs a GPU per rank), and the run completes."""
+@pytest.mark.parametrize("pencils, workers", [(None, "1 gpu worker,"), (["1", "2"], "2 gpu workers")])
+def test_the_main_job_on_a_one_gpu_host(tmp_path, pencils, workers):
+    """The main job on a host with one GPU: as shipped (``pencils: auto``, a grid that fits one GPU)
+    on one GPU worker; with two pencils asked for, two dask-cuda workers share the GPU and exchange
+    through the mailbox (NCCL needs a GPU per rank). Both runs complete."""
     import subprocess
     import sys
 
@@ -148,10 +150,11 @@ def test_more_pencils_than_gpus_share_the_gpu(tmp_path):
 
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     store = tmp_path / "small.zarr"
+    extra = [] if pencils is None else ["--pencils", *pencils]
     proc = subprocess.run([sys.executable, "-m", "daskflow", "run", str(data.folder("examples") / "channel-small.yaml"),
-                           "--steps", "4", "--output", str(store)], capture_output=True, text=True, env=env,
+                           "--steps", "4", "--output", str(store), *extra], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "2 gpu workers" in proc.stdout + proc.stderr
+    assert workers in proc.stdout + proc.stderr
     scalars = xr.open_zarr(store, group="scalars")
     assert int(scalars.step[-1]) == 4 and float(scalars.div_max[-1]) < 1e-10

@@ -12,6 +12,8 @@ import pytest
 import xarray as xr
 import yaml
 
+from daskflow import config
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -372,3 +374,26 @@ def test_a_misspelled_key_gets_a_suggestion_and_the_version_is_reported():
         load({"grid": {"shpe": [8, 8, 8]}})
     proc = _daskflow("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"daskflow {__version__}"
+
+
+def test_pencils_auto_puts_a_grid_that_fits_one_gpu_on_one_gpu_worker(monkeypatch):
+    """On a GPU host ``solver.pencils: auto`` starts one GPU worker when the grid's step fits one GPU
+    (pencils would only add exchanges), every GPU when it does not, and what the configuration asks
+    for whenever it asks (pencils or ``cluster.workers``)."""
+    from daskflow.runner import execute
+
+    example = yaml.safe_load((EXAMPLES / "channel-small.yaml").read_text())
+
+    def workers(**sections) -> int:
+        return execute._workers(config.load({**example, **sections}), restart=False)
+
+    monkeypatch.setattr(execute, "uses_local_gpus", lambda section: True)
+    monkeypatch.setattr(execute, "default_workers", lambda section: 4)  # a 4-GPU host
+    monkeypatch.setattr(execute, "gpu_memory", lambda: 80 * 2**30)
+    assert example["solver"]["pencils"] == "auto" and workers() == 1
+    beyond = {"pencils": "auto", "max_memory_fraction": None}  # 1024 x 1024 x 512 at 190 B/pt: 104 GB
+    assert workers(grid={**example["grid"], "shape": [1024, 1024, 512]}, solver=beyond) == 4
+    assert workers(cluster={"workers": 2}) == 2
+    assert workers(solver={"pencils": [1, 2]}) == 2
+    monkeypatch.setattr(execute, "uses_local_gpus", lambda section: False)  # a CPU host: a worker per core
+    assert workers() == 4

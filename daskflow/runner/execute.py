@@ -10,8 +10,9 @@ import shlex
 import signal
 import tempfile
 
-from daskflow.cluster import default_workers
+from daskflow.cluster import default_workers, gpu_memory, uses_local_gpus
 from daskflow.cluster import start as start_cluster
+from daskflow.resources import fits_one_gpu
 from daskflow.run_config import RunConfig
 from daskflow.runner.configure import run_config
 from daskflow.runner.console import CONSOLE, describe
@@ -201,14 +202,19 @@ def _reached(sim, until: float) -> bool:
 
 def _workers(cfg: RunConfig, restart: bool) -> int:
     """Workers of the embedded cluster: one per pencil; with ``solver.pencils: auto`` the restarted
-    checkpoint's pencils (so its decomposition can be kept), else the cluster's default count."""
+    checkpoint's pencils (so its decomposition can be kept), one GPU worker for a grid that fits one
+    GPU (pencils there cost exchanges and buy nothing), else the cluster's default count."""
     pencils = cfg.solver.pencils
     if pencils != "auto":
         return pencils[0] * pencils[1]
-    if restart and not cfg.cluster.workers:
+    if cfg.cluster.workers:
+        return int(cfg.cluster.workers)
+    if restart:
         from daskflow.io import store
 
         stored = store.root_config(cfg.output.store)["solver"]["pencils"]
         if stored != "auto":
             return stored[0] * stored[1]
+    if uses_local_gpus(cfg.cluster) and fits_one_gpu(cfg, gpu_memory()):
+        return 1
     return default_workers(cfg.cluster)

@@ -203,3 +203,55 @@ def test_a_gpu_duct_at_2x2_equals_its_one_pencil_run(cupy):
     reference, sim = (Simulation(cfg).run(steps=10) for cfg in cfgs)
     assert isinstance(sim.state.u, cupy.ndarray)
     _assert_same_fields(sim, reference, 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_divergence_and_rate_kernels_equal_the_array_code(cupy, rng, dtype):
+    """The divergence of padded face velocities (strided operands too) in one launch gives the
+    array code's bits; the CFL rate in one reduction gives its maximum."""
+    from daskflow.grid import Grid
+    from daskflow.ns import operators as ops
+    from daskflow.ns.stepper import State, Stepper
+
+    grid = Grid((6, 5, 7), (2.0, 1.0, 2.0), z_stretch=1.7)
+    m = ops.Metrics.of(grid, False)
+    padded = [cupy.asarray(rng.standard_normal((8, 7, 9)).astype(dtype)) for _ in range(3)]
+    padded[1] = cupy.asfortranarray(padded[1])
+    for scale in (1.0, 0.37):
+        got = ops.divergence(*padded, m, scale)
+        with _array_code():
+            want = ops.divergence(*padded, m, scale)
+        np.testing.assert_array_equal(got.get(), want.get(), err_msg=str(scale))
+    fields = [p[1:-1, 1:-1, 1:-1].copy() for p in padded]
+    state = State(*fields, p=fields[0])
+    stepper = Stepper.__new__(Stepper)
+    stepper.domain = type("Domain", (), {"metrics": m})()
+    got = stepper.local_rate(state)
+    with _array_code():
+        want = stepper.local_rate(state)
+    assert got == want
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_bits(cupy, rng, dtype):
+    """The z-implicit solve of a C-ordered CuPy field solves its z rows in place (no transposed copy)
+    and gives the bits of the column solve, for a centred field (all of z) and a face field (the
+    last plane is the wall's and stays), over rows not a multiple of a warp."""
+    from daskflow import tridiagonal
+    from daskflow.stencils import Tridiagonal
+    from daskflow.zsolve import shared
+
+    nz = 75
+    for m in (nz, nz - 1):
+        lower, upper = -rng.uniform(0.1, 0.5, m), -rng.uniform(0.1, 0.5, m)
+        op = Tridiagonal(lower, 1.0 - lower - upper, upper, False)
+        field = cupy.asarray(rng.standard_normal((7, 9, nz)).astype(dtype))
+        want = field.copy()
+        cols = shared.z_columns(want, m)
+        factored = tridiagonal.FactoredTridiagonal.factor(lower[:, None], op.diag[:, None], upper[:, None], False)
+        factored.to(cupy).solve(cols, overwrite=True)
+        shared.store_columns(want, cols, m)
+        got = field.copy()
+        assert shared.solve_locally({}, got, op, ("z", m)) is got
+        np.testing.assert_array_equal(got.get(), want.get(), err_msg=str(m))
+        assert not tridiagonal.solve_rows_in_place(factored.to(cupy), cupy.asfortranarray(field))

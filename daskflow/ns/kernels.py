@@ -312,6 +312,31 @@ extern "C" __global__ void update_field(const T* P, const T* f, const T* a1, con
 }}
 """
 
+_DIVERGENCE_SOURCE = r"""
+typedef {T} T;
+extern "C" __global__ void divergence_field(const T* U, const T* V, const T* W, T* out, const T* rz,
+        const long long u0, const long long u1, const long long u2, const long long v0, const long long v1,
+        const long long v2, const long long w0, const long long w1, const long long w2, const int nx,
+        const int ny, const int nz, const T rx, const T ry) {{
+    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (unsigned int)(ny * nz)) return;
+    const int j = t / nz, k = t - j * nz;
+    for (int i = blockIdx.y; i < nx; i += gridDim.y) {{
+        const long long cu = (i + 1) * u0 + (j + 1) * u1 + (k + 1) * u2;
+        const long long cv = (i + 1) * v0 + (j + 1) * v1 + (k + 1) * v2;
+        const long long cw = (i + 1) * w0 + (j + 1) * w1 + (k + 1) * w2;
+        T o = U[cu] - U[cu - u0];
+        o = o * rx;
+        T d = V[cv] - V[cv - v1];
+        d = d * ry;
+        o = o + d;
+        d = W[cw] - W[cw - w2];
+        d = d * rz[k];
+        out[((long long)i * ny + j) * nz + k] = o + d;
+    }}
+}}
+"""
+
 _LAPLACIAN_SOURCE = r"""
 typedef {T} T;
 extern "C" __global__ void laplacian_field(const T* A, T* out, const double* zup, const double* zdown,
@@ -397,3 +422,37 @@ def laplacian(A, axes, out, has_out: bool, scale: float, xy_factors: tuple[float
     _launch(kernel, ny * nz, nx, (A, out, *z_spans, *_strides(A), *_strides(out), np.int32(nx), np.int32(ny),
                                np.int32(nz), np.int32(len(axes)), *(np.int32(a) for a in order),
                                np.int32(has_out), scalar(xy_factors[0]), scalar(xy_factors[1]), np.float64(scale)))
+
+
+def divergence(U, V, W, rx: float, ry: float, rz):
+    """:func:`daskflow.ns.operators.divergence` of padded CuPy face velocities (any strides) in one
+    launch, into a new C-ordered ``(nx, ny, nz)`` array: ``rx``, ``ry`` the inverse x and y spacings
+    (times the scale), ``rz`` the inverse z widths per interior plane (a CuPy vector of the dtype)."""
+    import cupy
+
+    dtype = U.dtype
+    scalar = np.dtype(dtype).type
+    nx, ny, nz = (n - 2 for n in U.shape)
+    out = cupy.empty((nx, ny, nz), dtype=dtype)
+    kernel = _field_kernel(_DIVERGENCE_SOURCE, "divergence_field", str(dtype), cupy.cuda.Device().id)
+    _launch(kernel, ny * nz, nx, (U, V, W, out, rz, *_strides(U), *_strides(V), *_strides(W), np.int32(nx),
+                               np.int32(ny), np.int32(nz), scalar(rx), scalar(ry)))
+    return out
+
+
+@functools.cache
+def _rate_kernel():
+    import cupy
+
+    # the array code's types: x and y terms in the fields' type, the z term over float64 widths
+    return cupy.ReductionKernel("T u, T v, T w, float64 dz, T dx, T dy", "float64 rate",
+                                "(double)(abs(u) / dx + abs(v) / dy) + (double)abs(w) / dz", "max(a, b)", "rate = a",
+                                "0", "advective_rate")
+
+
+def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
+    """``max(|u|/dx + |v|/dy + |w|/dz)`` over CuPy fields ``(nx, ny, nz)`` in one reduction (``dz`` a
+    float64 CuPy vector of the z widths): the stepper's CFL rate without its five field-sized
+    temporaries, the same value."""
+    scalar = np.dtype(u.dtype).type
+    return float(_rate_kernel()(u, v, w, dz[None, None, :], scalar(dx), scalar(dy)))

@@ -269,9 +269,13 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
     interior, in :func:`memory_order`."""
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
-    out = new_field(xp, shape, U.dtype)
-
     rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
+    if xp is not np and FUSED_GPU:  # one kernel (daskflow.ns.kernels), the same bits
+        from daskflow.ns import kernels
+
+        rz = (1.0 / (m.dzf[1:-1] * scale)).astype(U.dtype)
+        return kernels.divergence(U, V, W, rx, ry, device_constant(xp, rz, U.dtype))
+    out = new_field(xp, shape, U.dtype)
     if _compiled(xp):
         rz = np.asarray(1.0 / (m.dzf[1:-1] * scale), dtype=U.dtype)
         for_slabs(xp, shape, lambda k0, k1: cpu_kernels.divergence_slab(U, V, W, rx, ry, rz, out, k0, k1), threads,

@@ -11,7 +11,7 @@ from daskflow.tridiagonal.cyclic_reduction import (
     reduce_reference,
     reduced_system,
 )
-from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_shifted
+from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_rows_in_place, solve_shifted
 
 __all__ = [
     "FactoredTridiagonal",
@@ -22,5 +22,6 @@ __all__ = [
     "reduce",
     "reduce_reference",
     "reduced_system",
+    "solve_rows_in_place",
     "solve_shifted",
 ]

@@ -2,7 +2,8 @@
 
 Every kernel runs one thread per column. Arrays are ``(m, ncols)`` C-contiguous views, so
 consecutive threads touch consecutive addresses at every ``k`` (coalesced), and each thread walks
-its column in ``k``. Coefficients that depend only on ``k`` are 1-D and broadcast to all threads;
+its column in ``k``; ``thomas_uniform_rows`` solves rows of an ``(ncols, stride)`` array instead.
+Coefficients that depend only on ``k`` are 1-D and broadcast to all threads;
 ``shift`` adds a per-column constant to the diagonal (the x/y eigenvalues). ``T`` is the data type
 (real or complex), ``R`` the real type of the coefficients. Compiled once per type pair.
 """
@@ -107,6 +108,59 @@ extern "C" __global__ void thomas_cyclic_shifted(T* d, R* cp, R* zz, const R* lo
     }
 }
 """,
+    # thomas_uniform on rows instead of columns: d is (ncols, stride) C-ordered, each row's first m
+    # values one system (a C-ordered field solved along z, no transposed copy). One warp per 32 rows
+    # stages tiles of 32 values x 32 rows through shared memory, so that global reads and writes run
+    # along the rows (coalesced) while each thread sweeps its own row in the tile; the arithmetic is
+    # thomas_uniform's, in its order. Real types only (shared memory of a complex type would need a
+    # constructor).
+    "thomas_uniform_rows": r"""
+extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
+        const long long ncols, const long long stride) {
+    __shared__ T tile[32][33];
+    const int lane = threadIdx.x;
+    const long long row0 = blockIdx.x * 32LL;
+    const int rows = (int)min(32LL, ncols - row0);
+    T* base = d + row0 * stride;
+    T x = T(0);
+    for (int k0 = 0; k0 < m; k0 += 32) {
+        const int kn = min(32, m - k0);
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
+        __syncwarp();
+        if (lane < rows) {
+            for (int j = 0; j < kn; ++j) {
+                const int k = k0 + j;
+                x = k == 0 ? tile[lane][j] * inv[0] : (tile[lane][j] - lower[k] * x) * inv[k];
+                tile[lane][j] = x;
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+        __syncwarp();
+    }
+    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
+        const int kn = min(32, m - k0);
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
+        __syncwarp();
+        if (lane < rows) {
+            for (int j = kn - 1; j >= 0; --j) {
+                const int k = k0 + j;
+                if (k < m - 1) {
+                    x = tile[lane][j] - cp[k] * x;
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+        __syncwarp();
+    }
+}
+""",
     # Solve with a factorisation precomputed per column (reduced systems): only d moves.
     "factored_solve": r"""
 extern "C" __global__ void factored_solve(T* d, const R* lower, const R* inv_den,
@@ -195,9 +249,9 @@ def _kernel(name: str, dtype: np.dtype, device_id: int):
 
 
 def launch(name: str, dtype: np.dtype, ncols: int, *args) -> None:
-    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns."""
+    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (rows: one warp per 32)."""
     import cupy
 
     kernel = _kernel(name, np.dtype(dtype), cupy.cuda.Device().id)
-    blocks = (ncols + THREADS - 1) // THREADS
-    kernel((blocks,), (THREADS,), args)
+    threads = 32 if name.endswith("_rows") else THREADS
+    kernel(((ncols + threads - 1) // threads,), (threads,), args)

@@ -54,13 +54,16 @@ def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple):
     """``op`` solved along z for every column of ``field`` (all of z here), in place; the
     factorisation is ``cache[key]``."""
     m = op.diag.size
-    cols = z_columns(field, m)
 
     def build():
         lower, diag, upper = (np.asarray(c, dtype=np.float64)[:, None] for c in op[:3])
-        return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(cols))
+        return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(field))
 
-    cached(cache, key, build).solve(cols, overwrite=True)
+    factored = cached(cache, key, build)
+    if tridiagonal.solve_rows_in_place(factored, field):  # a C-ordered GPU field: its z rows, no transposed copy
+        return field
+    cols = z_columns(field, m)
+    factored.solve(cols, overwrite=True)
     return store_columns(field, cols, m)
 
 

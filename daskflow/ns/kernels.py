@@ -1,4 +1,5 @@
-"""Fused CUDA kernels of the time step: the explicit momentum terms, and the padding of a field.
+"""Fused CUDA kernels of the time step: the explicit momentum terms, the padding of a field and a
+pencil's halo ring, the RK update, second differences, the divergence and the CFL rate.
 
 :func:`explicit_terms` (advection + explicit diffusion): one thread per interior point computes all
 three components from the padded velocity, reading each neighbour once from global memory; the
@@ -11,7 +12,9 @@ skew_symmetric``) has no fused kernel: on CuPy it runs the array code of
 :func:`pad`: one thread per point of the padded field writes it, interior and ghosts (faces,
 edges, corners) at once, by :func:`daskflow.ns.operators.ghost_rule` applied axis after axis (x, y,
 z) as the array code fills them: the same values, bit for bit, in one launch where the array code
-makes a copy and six to twelve plane operations.
+makes a copy and six to twelve plane operations. :func:`fill_ring` does the same for the y and z
+ghosts of a pencil's padded stack from its neighbours' pieces; the others repeat their array code's
+operations in its order, compiled without fused multiply-adds, and give its bits.
 """
 
 from __future__ import annotations
@@ -440,19 +443,48 @@ def divergence(U, V, W, rx: float, ry: float, rz):
     return out
 
 
+_RATE_SOURCE = r"""
+typedef {T} T;
+// max(|u|/dx + |v|/dy + |w|/dz) over C-ordered fields: a grid-stride loop, a warp's maximum by
+// shuffles, then an atomic maximum on the bits of the (non-negative) doubles, whose order as
+// unsigned integers is their order as numbers. The x and y terms in T, the z term in double, as
+// the array code's types make them.
+extern "C" __global__ void advective_rate(const T* u, const T* v, const T* w, const double* dz,
+        unsigned long long* out, const long long n, const int nz, const T dx, const T dy) {{
+    double rate = 0.0;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += step) {{
+        const T xy = fabs(u[i]) / dx + fabs(v[i]) / dy;
+        const double r = (double)xy + (double)fabs(w[i]) / dz[i % nz];
+        rate = r > rate ? r : rate;
+    }}
+    for (int offset = 16; offset > 0; offset /= 2) {{
+        const double other = __shfl_down_sync(0xffffffff, rate, offset);
+        rate = other > rate ? other : rate;
+    }}
+    if ((threadIdx.x & 31) == 0) atomicMax(out, (unsigned long long)__double_as_longlong(rate));
+}}
+"""
+
+
 @functools.cache
-def _rate_kernel():
+def _multiprocessors(device: int) -> int:
     import cupy
 
-    # the array code's types: x and y terms in the fields' type, the z term over float64 widths
-    return cupy.ReductionKernel("T u, T v, T w, float64 dz, T dx, T dy", "float64 rate",
-                                "(double)(abs(u) / dx + abs(v) / dy) + (double)abs(w) / dz", "max(a, b)", "rate = a",
-                                "0", "advective_rate")
+    return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
 
 def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
-    """``max(|u|/dx + |v|/dy + |w|/dz)`` over CuPy fields ``(nx, ny, nz)`` in one reduction (``dz`` a
-    float64 CuPy vector of the z widths): the stepper's CFL rate without its five field-sized
-    temporaries, the same value."""
+    """``max(|u|/dx + |v|/dy + |w|/dz)`` over C-contiguous CuPy fields ``(nx, ny, nz)`` in one launch
+    (``dz`` a float64 CuPy vector of the z widths): the stepper's CFL rate without its five
+    field-sized temporaries, the same value."""
+    import cupy
+
+    u, v, w = (cupy.ascontiguousarray(a) for a in (u, v, w))
     scalar = np.dtype(u.dtype).type
-    return float(_rate_kernel()(u, v, w, dz[None, None, :], scalar(dx), scalar(dy)))
+    out = cupy.zeros(1, dtype=np.uint64)
+    kernel = _field_kernel(_RATE_SOURCE, "advective_rate", str(u.dtype), cupy.cuda.Device().id)
+    blocks = min((u.size + 255) // 256, 8 * _multiprocessors(cupy.cuda.Device().id))
+    kernel((max(blocks, 1),), (256,), (u, v, w, dz, out, np.int64(u.size), np.int32(u.shape[2]), scalar(dx),
+                                     scalar(dy)))
+    return float(out.view(np.float64)[0])

@@ -221,7 +221,8 @@ def _run_options(r: Parser) -> None:
     r.add_argument("--cluster", default=None,
                    help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
                         "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
-    r.add_argument("--report-every", type=int, default=0, help="steps between progress lines (default: ~20 lines)")
+    r.add_argument("--report-every", type=int, default=0,
+                   help="steps between progress lines (default: a line about every 2 s)")
 
 
 def _jobscript_options(j: Parser) -> None:

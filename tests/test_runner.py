@@ -397,3 +397,17 @@ def test_pencils_auto_puts_a_grid_that_fits_one_gpu_on_one_gpu_worker(monkeypatc
     assert workers(solver={"pencils": [1, 2]}) == 2
     monkeypatch.setattr(execute, "uses_local_gpus", lambda section: False)  # a CPU host: a worker per core
     assert workers() == 4
+
+
+def test_run_segments_last_about_two_seconds_unless_report_every_fixes_them():
+    """A fast host does not pay a segment's fixed cost every few steps: the next segment is sized to
+    the rate just measured, changing at most fourfold at a time; ``--report-every`` fixes it."""
+    from daskflow.runner.progress import Segments
+
+    segments = Segments(20)
+    for steps, seconds, expected in ((20, 0.2, 80), (80, 0.8, 200), (200, 8.0, 50), (50, 100.0, 12), (12, 0.0, 12)):
+        segments.done(steps, seconds)
+        assert segments.steps == expected
+    fixed = Segments(5, fixed=True)
+    fixed.done(5, 0.001)
+    assert fixed.steps == 5 and Segments(0).steps == 1

@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import tempfile
+import time
 
 from daskflow.cluster import default_workers, gpu_memory, uses_local_gpus
 from daskflow.cluster import start as start_cluster
@@ -16,7 +17,7 @@ from daskflow.resources import fits_one_gpu
 from daskflow.run_config import RunConfig
 from daskflow.runner.configure import run_config
 from daskflow.runner.console import CONSOLE, describe
-from daskflow.runner.progress import Progress, blow_up, run_header
+from daskflow.runner.progress import Progress, Segments, blow_up, run_header
 
 RESTART_SECTIONS = ("grid", "boundaries", "physics", "time", "solver", "output")  # checked against the store
 
@@ -166,7 +167,7 @@ def _run(args, cfg: RunConfig, client, stop: _Stop, doing: dict) -> int:
     console.say(run_header(sim, cfg, console.log_path if console.keep_log else None))
     until = cfg.time.end_time
     last = None if until is not None else sim.first_step + cfg.time.steps  # time.steps counts from the start
-    segment = args.report_every or max(1, (last - sim.step if last else 200) // 20)
+    segments = Segments(args.report_every or (last - sim.step if last else 200) // 20, fixed=bool(args.report_every))
     progress = Progress(sim, last, until)
     if stop.requested():  # during start-up: nothing ran, nothing to keep
         console.error(f"daskflow run: {stop.signal}: stopped before the first step")
@@ -174,7 +175,10 @@ def _run(args, cfg: RunConfig, client, stop: _Stop, doing: dict) -> int:
     stop.running = True
     while not stop.requested() and (last is None or sim.step < last) and (until is None or not _reached(sim, until)):
         doing["what"] = f"in the steps after step {sim.step}"
-        sim.run(steps=segment if last is None else min(segment, last - sim.step), until=until, stop=stop.requested)
+        start, first = time.perf_counter(), sim.step
+        sim.run(steps=segments.steps if last is None else min(segments.steps, last - sim.step), until=until,
+                stop=stop.requested)
+        segments.done(sim.step - first, time.perf_counter() - start)
         diag = sim.diagnostics()
         progress.line(diag)
         problem = blow_up(diag)

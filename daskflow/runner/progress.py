@@ -24,6 +24,26 @@ def run_header(sim, cfg: RunConfig, log: str | None = None) -> str:
             f"store {sim.store or 'none'}{f' (log {log})' if log else ''}, from step {sim.step} {goal}")
 
 
+class Segments:
+    """Steps per run segment (one progress line each): ``first``, then as many as make a segment last
+    about :attr:`SECONDS` at the rate just measured, growing or shrinking at most fourfold at a
+    time. A segment has a fixed cost (its tasks, the output's commit, the line's diagnostics), which
+    a fast host would otherwise pay every few tens of milliseconds of stepping. ``fixed``
+    (``--report-every``) keeps every segment at that length."""
+
+    SECONDS = 2.0
+
+    def __init__(self, first: int, fixed: bool = False) -> None:
+        self.steps, self.fixed = max(1, first), fixed
+
+    def done(self, steps: int, seconds: float) -> None:
+        """A segment of ``steps`` steps took ``seconds``: size the next one."""
+        if self.fixed or steps <= 0 or seconds <= 0:
+            return
+        wanted = steps * self.SECONDS / seconds
+        self.steps = max(1, int(min(4 * steps, max(steps / 4, wanted))))
+
+
 class Progress:
     """The progress line after each segment: rate over the last segments, ETA as h:mm:ss."""
 

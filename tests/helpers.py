@@ -1,5 +1,8 @@
 """Shared test helpers (imported by several test modules)."""
 
+import importlib.util
+import os
+
 import numpy as np
 
 from daskflow import tridiagonal
@@ -13,6 +16,15 @@ CHANNEL = {
     "time": {"cfl": 0.5, "dt_max": 0.05},
 }
 FLOW_RATE = {"kind": "flow_rate", "value": [0.6667, 0.0]}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` imported as a module (the benchmarks are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def chunked_solve(op, shift, d, sizes):

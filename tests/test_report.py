@@ -1,18 +1,14 @@
 """benchmarks/report.py writes docs/performance.md: tables from the JSON, plots, unknown files listed."""
 
-import importlib.util
 import json
 import os
 import shutil
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import ROOT, benchmark_module
 
 
 def _report():
-    spec = importlib.util.spec_from_file_location("report", os.path.join(ROOT, "benchmarks", "report.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("report")
 
 
 def test_report_on_the_committed_results(tmp_path):

@@ -1,26 +1,15 @@
 """benchmarks/roofline.py: every operation of a step recorded once, with the bytes it must move."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 from daskflow import Simulation
 from daskflow.ns import operators as ops
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _roofline():
-    spec = importlib.util.spec_from_file_location("roofline", os.path.join(ROOT, "benchmarks", "roofline.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import benchmark_module
 
 
 def test_the_account_of_a_z_implicit_step_counts_each_operation_and_its_bytes():
-    roofline = _roofline()
+    roofline = benchmark_module("roofline")
     shape = (16, 8, 6)
     sim = Simulation({"grid": {"shape": list(shape), "lengths": [2.0, 1.0, 2.0], "z_stretch": 1.5},
                       "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},

@@ -220,7 +220,7 @@ def main() -> None:
     }
     if args.implicit != "none":
         breakdown["implicit_solve_one_component_ms"] = _events(
-            cp, lambda: stepper._implicit(st, {0: rhs}, 1e-3), 5)
+            cp, lambda: stepper._implicit({0: rhs}, 1e-3), 5)
     breakdown = {k: 1e3 * v for k, v in breakdown.items()}
     print(json.dumps({
         "benchmark": "channel_step", "device": device_name(cp), "shape": args.shape,

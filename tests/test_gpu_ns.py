@@ -236,8 +236,7 @@ def test_the_divergence_and_rate_kernels_equal_the_array_code(cupy, rng, dtype):
 def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_bits(cupy, rng, dtype):
     """The z-implicit solve of a C-ordered CuPy field solves its z rows in place (no transposed copy)
     and gives the bits of the column solve, for a centred field (all of z) and a face field (the
-    last plane is the wall's and stays), over rows not a multiple of a warp; adding the old
-    component in the same pass gives the bits of adding it after."""
+    last plane is the wall's and stays), over rows not a multiple of a warp."""
     from daskflow import tridiagonal
     from daskflow.stencils import Tridiagonal
     from daskflow.zsolve import shared
@@ -255,8 +254,4 @@ def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_
         got = field.copy()
         assert shared.solve_locally({}, got, op, ("z", m)) is got
         np.testing.assert_array_equal(got.get(), want.get(), err_msg=str(m))
-        old = cupy.asarray(rng.standard_normal(field.shape).astype(dtype))  # the RK stage's u + increment
-        added = field.copy()
-        assert shared.solve_locally({}, added, op, ("z", m), plus=old) is added
-        np.testing.assert_array_equal(added.get(), (old + want).get(), err_msg=f"{m} plus")
         assert not tridiagonal.solve_rows_in_place(factored.to(cupy), cupy.asfortranarray(field))

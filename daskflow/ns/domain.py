@@ -430,30 +430,25 @@ class FlowDomain:
         keeps one increment alive at a time instead of three."""
         return self.counts[1] > 1
 
-    def implicit_z(self, increments: dict, alpha: float, plus: dict | None = None) -> dict:
+    def implicit_z(self, increments: dict, alpha: float) -> dict:
         """``(I - alpha L_z)`` solves along z of ``increments[component]`` across the ``pz`` chunks
-        of this column group, all components in the same exchange rounds; in place. With ``plus``
-        (fields by component) the results are ``plus[component] + solution``, added in the solve's
-        own pass where it can be.
+        of this column group, all components in the same exchange rounds; in place.
 
         ``solver.z_solve: direct`` (default) works on the x-pencils as they are
         (:func:`daskflow.zsolve.shared.solve_distributed`: no full-field transpose). ``transpose``
         first transposes the fields x->y (y-pencils split in x) and back afterwards, the two-step
         path of the seed code, kept to measure what the direct path saves."""
-        plus = plus or {}
         todo = {c: a for c, a in increments.items() if not implicit.no_unknowns(self.bcs, self.grid, c, (2,))}
-        unsolved = {c: shared.add_to(plus.get(c), a) for c, a in increments.items() if c not in todo}
         if not todo:
-            return unsolved
+            return increments
         transpose = self.plan.z_solve == "transpose" and self.counts[0] > 1
         if transpose:
             todo = {c: self._x_to_y(a) for c, a in todo.items()}
         operators = {c: implicit.scaled_z_operator(self.bcs, self.grid, c, alpha) for c in todo}
-        solved = shared.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators, alpha,
-                                          None if transpose else plus)
+        solved = shared.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators, alpha)
         if transpose:
-            solved = {c: shared.add_to(plus.get(c), self._y_to_x(a)) for c, a in solved.items()}
-        return {**unsolved, **solved}
+            solved = {c: self._y_to_x(a) for c, a in solved.items()}
+        return {**increments, **solved}
 
     def _x_to_y(self, a):
         """This x-pencil ``(nx, ny_p, nz_q)`` -> the y-pencil ``(nx_p, ny, nz_q)`` of the same key."""

@@ -126,15 +126,11 @@ class Stepper:
         state.dt = dt
         return state
 
-    def _implicit(self, state: State, increments: dict, alpha: float) -> dict:
-        """``u* = u + increment`` per component of ``increments``, each increment solved implicitly
-        (in place; the z solves add ``u`` in their own pass where they can)."""
-        olds = {i: getattr(state, VELOCITY[i]) for i in increments}
+    def _implicit(self, increments: dict, alpha: float) -> dict:
+        """The implicit solves of ``increments[component]`` (in place)."""
         if self.implicit == "z":
-            return self.domain.implicit_z(increments, alpha, plus=olds)
-        xp = array_module(state.u)
-        return {i: xp.add(olds[i], solved, out=solved)
-                for i, solved in ((i, self.domain.implicit_xyz(a, i, alpha)) for i, a in increments.items())}
+            return self.domain.implicit_z(increments, alpha)
+        return {i: self.domain.implicit_xyz(a, i, alpha) for i, a in increments.items()}
 
     def substep(self, state: State, s: int, dt) -> float:
         """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
@@ -181,7 +177,7 @@ class Stepper:
                 pending[i] = increment
                 del increment
                 if not together:
-                    self._set_stars(state, self._implicit(state, pending, g * dt * self.nu / 2))
+                    self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
                     pending = {}
             else:
                 star = ops.update(getattr(state, name), P, m, i, g * dt, body[i], terms)
@@ -191,7 +187,7 @@ class Stepper:
             if b:
                 history[i] = None
         if pending:
-            self._set_stars(state, self._implicit(state, pending, g * dt * self.nu / 2))
+            self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
 
     def _project(self, state: State, gdt: float) -> None:
         """Project ``state``'s intermediate velocity onto divergence-free fields (substep weight
@@ -224,10 +220,14 @@ class Stepper:
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / gdt
 
-    def _set_stars(self, state: State, stars: dict) -> None:
-        """The intermediate velocity components ``stars`` into ``state`` (the old ones are spent)."""
-        for i, star in stars.items():
-            setattr(state, VELOCITY[i], self.domain.keep_walls(star, i))
+    def _add_increments(self, state: State, increments: dict) -> None:
+        """``u* = u + increment`` per solved component, into the increment's buffer (the old
+        component is spent)."""
+        xp = array_module(state.u)
+        for i, increment in increments.items():
+            name = VELOCITY[i]
+            star = xp.add(getattr(state, name), increment, out=increment)
+            setattr(state, name, self.domain.keep_walls(star, i))
 
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""

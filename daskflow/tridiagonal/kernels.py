@@ -116,13 +116,12 @@ extern "C" __global__ void thomas_cyclic_shifted(T* d, R* cp, R* zz, const R* lo
     # constructor).
     "thomas_uniform_rows": r"""
 extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
-        const long long ncols, const long long stride, const T* plus, const int has_plus) {
+        const long long ncols, const long long stride) {
     __shared__ T tile[32][33];
     const int lane = threadIdx.x;
     const long long row0 = blockIdx.x * 32LL;
     const int rows = (int)min(32LL, ncols - row0);
     T* base = d + row0 * stride;
-    const T* add = plus + row0 * stride;
     T x = T(0);
     for (int k0 = 0; k0 < m; k0 += 32) {
         const int kn = min(32, m - k0);

@@ -186,17 +186,14 @@ class FactoredTridiagonal:
         return x.reshape(d.shape)
 
 
-def solve_rows_in_place(factored: FactoredTridiagonal, field, plus=None) -> bool:
+def solve_rows_in_place(factored: FactoredTridiagonal, field) -> bool:
     """Solve the one matrix of ``factored`` (``m`` unknowns, not periodic) along the last axis of the
     C-contiguous real CuPy array ``field`` ``(..., n)``, ``n >= m``, for the first ``m`` values of
     every row, in place, without a transposed copy; the values of :meth:`FactoredTridiagonal.solve`
-    on the columns. With ``plus`` (an array like ``field``) every value of ``field`` becomes
-    ``plus + value`` in the same pass. Returns ``False`` (nothing done) where this path does not apply."""
+    on the columns. Returns ``False`` (nothing done) where this path does not apply."""
     m = factored.inv_den.shape[0]
     if (not is_cupy_array(field) or factored.periodic or factored.cp.shape[1] != 1 or field.dtype.kind != "f"
             or not field.flags.c_contiguous or field.shape[-1] < m):
-        return False
-    if plus is not None and (plus.shape != field.shape or plus.dtype != field.dtype or not plus.flags.c_contiguous):
         return False
     xp = array_module(field)
     real = field.dtype
@@ -205,7 +202,7 @@ def solve_rows_in_place(factored: FactoredTridiagonal, field, plus=None) -> bool
     stride = field.shape[-1]
     rows = field.size // stride
     kernels.launch("thomas_uniform_rows", real, rows, field, lower, inv_den, cp, np.int32(m), np.int64(rows),
-                   np.int64(stride), field if plus is None else plus, np.int32(plus is not None))
+                   np.int64(stride))
     return True
 
 

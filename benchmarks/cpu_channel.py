@@ -16,6 +16,9 @@ Modes, each in its own child process (thread counts are fixed before NumPy is im
   workers, ``solver.pencils`` (2, 1) and (1, 2), one pencil per worker, started with the allocator
   settings daskflow gives the workers it starts (``daskflow.cluster.WORKER_MALLOC``).
 
+Beside the modes, the machine's memory bandwidth on 1 and 2 threads (``triad_gb_per_s``, the STREAM
+triad as a compiled loop): how much a second thread can buy a step whose loops are bound by memory.
+
 ``--baseline DIR`` measures a second checkout of daskflow (e.g. ``git worktree add /tmp/base HEAD~1``)
 in the same run: every mode of both checkouts, ``--rounds`` times, alternating which checkout goes
 first, so that a change of the machine's load shows in both. Each mode reports the round with the
@@ -193,6 +196,31 @@ def on_cluster(args) -> dict:
     return out
 
 
+def triad(threads: int, n: int = 20_000_000, repeat: int = 10) -> dict:
+    """The memory bandwidth of ``threads`` threads: the STREAM triad ``a = b + s c`` as a compiled
+    parallel loop over float64 arrays of ``n`` values, bytes read and written per second, best of
+    ``repeat``."""
+    import time
+
+    import numba
+    import numpy as np
+
+    @numba.njit(parallel=True)
+    def kernel(a, b, c, s):
+        for i in numba.prange(a.size):
+            a[i] = b[i] + s * c[i]
+
+    numba.set_num_threads(threads)
+    a, b, c = np.empty(n), np.ones(n), np.ones(n)
+    kernel(a, b, c, 0.5)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        kernel(a, b, c, 0.5)
+        best = min(best, time.perf_counter() - start)
+    return {"threads": threads, "gb_per_s": 3 * a.nbytes / best / 1e9}
+
+
 def _child(mode: str, threads: int, args, repo: str = REPO) -> dict:
     """One mode in a child process, with the daskflow (and this benchmark) of checkout ``repo``."""
     env = dict(os.environ)
@@ -233,6 +261,9 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.child == "triad":
+            print(json.dumps(triad(int(os.environ["DASKFLOW_THREADS"]))))
+            return
         if args.child.startswith("cluster"):
             args.pencils = (2, 1) if args.child == "cluster-2x1" else (1, 2)
             out = on_cluster(args)
@@ -258,6 +289,7 @@ def main() -> None:
             for mode in args.modes:
                 runs[repo][mode].append(_child(mode, threads[mode], args, repo))
     results = {mode: _against_fortran(_median_round(runs[REPO][mode]), fortran_ranks[mode]) for mode in args.modes}
+    bandwidth = {str(t): _child("triad", t, args)["gb_per_s"] for t in (1, 2)}
     model = _cpu_model()
     doc = {
         "benchmark": "cpu_channel",
@@ -270,6 +302,9 @@ def main() -> None:
                      "distributed": distributed.__version__, "daskflow": daskflow.__version__,
                      "python": platform.python_version()},
         "fortran_reference": FORTRAN,
+        "triad_gb_per_s": bandwidth,
+        "note_triad": "STREAM triad a = b + s c over 160 MB arrays (compiled, best of 10) per thread count: "
+                      "the most two threads can gain on a loop bound by memory bandwidth",
         "targets": {"ms_per_step_2_cores": 72.0, "ms_per_step_1_core": 138.0, "bytes_per_point": 240.0},
         "checkout": _describe(REPO),
         "rounds": args.rounds,

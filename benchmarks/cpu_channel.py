@@ -233,7 +233,7 @@ def _child(mode: str, threads: int, args, repo: str = REPO) -> dict:
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         return {"error": result.stderr[-2000:]}
-    return json.loads(result.stdout)
+    return json.loads(result.stdout.strip().splitlines()[-1])  # the document is the last line
 
 
 def _cpu_model() -> str:

@@ -219,8 +219,9 @@ def _run_options(r: Parser) -> None:
                    help="continue the store's run from its latest intact checkpoint, to time.steps (or "
                         "time.end_time); the grid, boundaries, nu and dtype must be the store's")
     r.add_argument("--cluster", default=None,
-                   help="override cluster.kind: auto (default: embedded cluster, one worker per pencil), none (in "
-                        "process), local, local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
+                   help="override cluster.kind: auto (default: embedded cluster, one worker per pencil; with "
+                        "solver.pencils auto one GPU worker for a grid that fits one GPU), none (in process), local, "
+                        "local-cuda, slurm, pbs, a scheduler address, or scheduler-file:PATH")
     r.add_argument("--report-every", type=int, default=0,
                    help="steps between progress lines (default: a line about every 2 s)")
 

@@ -25,6 +25,28 @@ import numpy as np
 
 from daskflow.backend import device_constant
 
+# The kernels that repeat the array code's operations one by one, in its order and precision, are
+# compiled without fused multiply-adds: they give its bits (the array code runs every operation as a
+# kernel of its own, which cannot fuse them either).
+_FIELD_OPTIONS = ("--fmad=false",)
+_CTYPES = {"float64": "double", "float32": "float"}
+
+
+@functools.cache
+def _compile(source: str, name: str, dtype: str, device: int, options: tuple):
+    import cupy
+
+    return cupy.RawKernel(source.format(T=_CTYPES[dtype]), name, options=options)
+
+
+def _kernel(source: str, name: str, dtype, options: tuple = ()):
+    """Kernel ``name`` of ``source`` (``{T}`` the C type of ``dtype``) for the current device,
+    compiled once per source, type, device and ``options``."""
+    import cupy
+
+    return _compile(source, name, str(dtype), cupy.cuda.Device().id, options)
+
+
 _SOURCE = r"""
 typedef {T} T;
 extern "C" __global__ void explicit_terms(const T* U, const T* V, const T* W, const T* dzf, const T* dzc,
@@ -82,13 +104,6 @@ extern "C" __global__ void explicit_terms(const T* U, const T* V, const T* W, co
 """
 
 
-@functools.cache
-def _kernel(dtype: str, device: int):
-    import cupy
-
-    return cupy.RawKernel(_SOURCE.format(T={"float64": "double", "float32": "float"}[dtype]), "explicit_terms")
-
-
 def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
     """Advection plus ``nu`` times the second differences along ``axes`` for all three components,
     from padded CuPy velocity ``(nx+2, ny+2, nz+2)``; returns three ``(nx, ny, nz)`` arrays."""
@@ -100,7 +115,7 @@ def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
     dzf = device_constant(cupy, metrics.dzf, dtype)
     dzc = device_constant(cupy, metrics.dzc, dtype)
     out = [cupy.empty((nx, ny, nz), dtype=dtype) for _ in range(3)]
-    kernel = _kernel(str(dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_SOURCE, "explicit_terms", dtype)
     scalar = np.dtype(dtype).type
     _launch(kernel, ny * nz, nx,
             (U, V, W, dzf, dzc, *out, np.int32(nx), np.int32(ny), np.int32(nz), scalar(metrics.dx),
@@ -154,13 +169,6 @@ extern "C" __global__ void pad_field(const T* a, T* out, const long long s0, con
 """
 
 
-@functools.cache
-def _pad_kernel(dtype: str, device: int):
-    import cupy
-
-    return cupy.RawKernel(_PAD_SOURCE.format(T={"float64": "double", "float32": "float"}[dtype]), "pad_field")
-
-
 def pad(a, rules: list[int], walls: list[float], out=None):
     """``a`` (CuPy, ``(nx, ny, nz)``, any strides) padded by one cell on every side into ``out``
     (C-contiguous ``(nx + 2, ny + 2, nz + 2)``; a new array by default): ``rules`` and ``walls`` per
@@ -172,7 +180,7 @@ def pad(a, rules: list[int], walls: list[float], out=None):
     if out is None:
         out = cupy.empty((nx + 2, ny + 2, nz + 2), dtype=a.dtype)
     scalar = np.dtype(a.dtype).type
-    kernel = _pad_kernel(str(a.dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_PAD_SOURCE, "pad_field", a.dtype)
     _launch(kernel, (ny + 2) * (nz + 2), nx + 2,
             (a, out, *_strides(a), np.int32(nx), np.int32(ny), np.int32(nz), *(np.int32(r) for r in rules),
              *(scalar(w) for w in walls)))
@@ -237,14 +245,6 @@ extern "C" __global__ void fill_ring(T* S, const T* y0, const T* y1, const T* z0
 """
 
 
-@functools.cache
-def _halo_kernel(dtype: str, device: int):
-    import cupy
-
-    return cupy.RawKernel(_HALO_SOURCE.format(T={"float64": "double", "float32": "float"}[dtype]), "fill_ring",
-                          options=("--fmad=false",))
-
-
 HALO_PIECES = ((-1, 0), (1, 0), (0, -1), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))  # the kernel's bit order
 
 
@@ -262,17 +262,12 @@ def fill_ring(stack, rules: list[int], walls: list[float], received: dict) -> No
     got = sum(1 << bit for bit, piece in enumerate(pieces) if piece is not None)
     pieces = [stack if p is None else cupy.ascontiguousarray(p) for p in pieces]
     dtype = stack.dtype
-    kernel = _halo_kernel(str(dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_HALO_SOURCE, "fill_ring", dtype, _FIELD_OPTIONS)
     ring = 2 * (nz2 - 2) + 2 * ny2
     _launch(kernel, ring, count * nx2,
             (stack, *pieces, np.int32(got), device_constant(cupy, rules, np.int32), device_constant(cupy, walls, dtype),
              np.int32(count * nx2), np.int32(nx2), np.int32(ny2 - 2), np.int32(nz2 - 2)))
 
-
-# Both kernels below repeat the array code's operations one by one, in its order and precision;
-# compiled without fused multiply-adds, they give its bits (the array code runs every operation as
-# a kernel of its own, which cannot fuse them either).
-_FIELD_OPTIONS = ("--fmad=false",)
 
 _UPDATE_SOURCE = r"""
 typedef {T} T;
@@ -372,14 +367,6 @@ extern "C" __global__ void laplacian_field(const T* A, T* out, const double* zup
 """
 
 
-@functools.cache
-def _field_kernel(source: str, name: str, dtype: str, device: int):
-    import cupy
-
-    return cupy.RawKernel(source.format(T={"float64": "double", "float32": "float"}[dtype]), name,
-                          options=_FIELD_OPTIONS)
-
-
 def _strides(a) -> tuple:
     return tuple(np.int64(s // a.itemsize) for s in a.strides)
 
@@ -395,13 +382,12 @@ def update(f, P, axis: int, scale: float, body: float, terms, out, xy: float, dz
     """:func:`daskflow.ns.operators.update` on CuPy arrays in one launch: ``xy`` is the x/y spacing
     (with a ``body`` force) or ``scale`` over it, ``dz`` the z spacing of every interior plane (a
     float64 CuPy vector); ``f`` and the ``terms`` (at most two) any strides."""
-    import cupy
 
     dtype = P.dtype
     scalar = np.dtype(dtype).type
     nx, ny, nz = out.shape
     (w1, a1), (w2, a2) = (*terms, *[(0.0, out)] * (2 - len(terms)))
-    kernel = _field_kernel(_UPDATE_SOURCE, "update_field", str(dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_UPDATE_SOURCE, "update_field", dtype, _FIELD_OPTIONS)
     _launch(kernel, ny * nz, nx, (P, out if f is None else f, a1, a2, out, dz, *_strides(P),
                                *_strides(out if f is None else f), *_strides(a1), *_strides(a2), *_strides(out),
                                np.int32(nx), np.int32(ny), np.int32(nz), np.int32(axis), np.int32(f is not None),
@@ -415,13 +401,12 @@ def laplacian(A, axes, out, has_out: bool, scale: float, xy_factors: tuple[float
     it when ``has_out``): ``xy_factors`` the x and y ``scale / h**2``, ``z_spans`` the upper and
     lower products of widths the z factors divide ``scale`` by, per interior plane (float64 CuPy
     vectors; any two where z is not among ``axes``)."""
-    import cupy
 
     dtype = A.dtype
     scalar = np.dtype(dtype).type
     nx, ny, nz = out.shape
     order = (*axes, 0, 0, 0)[:3]
-    kernel = _field_kernel(_LAPLACIAN_SOURCE, "laplacian_field", str(dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_LAPLACIAN_SOURCE, "laplacian_field", dtype, _FIELD_OPTIONS)
     _launch(kernel, ny * nz, nx, (A, out, *z_spans, *_strides(A), *_strides(out), np.int32(nx), np.int32(ny),
                                np.int32(nz), np.int32(len(axes)), *(np.int32(a) for a in order),
                                np.int32(has_out), scalar(xy_factors[0]), scalar(xy_factors[1]), np.float64(scale)))
@@ -437,7 +422,7 @@ def divergence(U, V, W, rx: float, ry: float, rz):
     scalar = np.dtype(dtype).type
     nx, ny, nz = (n - 2 for n in U.shape)
     out = cupy.empty((nx, ny, nz), dtype=dtype)
-    kernel = _field_kernel(_DIVERGENCE_SOURCE, "divergence_field", str(dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_DIVERGENCE_SOURCE, "divergence_field", dtype, _FIELD_OPTIONS)
     _launch(kernel, ny * nz, nx, (U, V, W, out, rz, *_strides(U), *_strides(V), *_strides(W), np.int32(nx),
                                np.int32(ny), np.int32(nz), scalar(rx), scalar(ry)))
     return out
@@ -483,7 +468,7 @@ def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
     u, v, w = (cupy.ascontiguousarray(a) for a in (u, v, w))
     scalar = np.dtype(u.dtype).type
     out = cupy.zeros(1, dtype=np.uint64)
-    kernel = _field_kernel(_RATE_SOURCE, "advective_rate", str(u.dtype), cupy.cuda.Device().id)
+    kernel = _kernel(_RATE_SOURCE, "advective_rate", u.dtype, _FIELD_OPTIONS)
     blocks = min((u.size + 255) // 256, 8 * _multiprocessors(cupy.cuda.Device().id))
     kernel((max(blocks, 1),), (256,), (u, v, w, dz, out, np.int64(u.size), np.int32(u.shape[2]), scalar(dx),
                                      scalar(dy)))

@@ -237,6 +237,7 @@ _CTYPES = {
     np.dtype(np.complex64): "complex<float>",
 }
 THREADS = 128
+BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows",)  # kernels that stage their tiles by warp: 32 threads a block
 
 
 @functools.cache
@@ -249,9 +250,9 @@ def _kernel(name: str, dtype: np.dtype, device_id: int):
 
 
 def launch(name: str, dtype: np.dtype, ncols: int, *args) -> None:
-    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (rows: one warp per 32)."""
+    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (or rows: one warp per 32)."""
     import cupy
 
     kernel = _kernel(name, np.dtype(dtype), cupy.cuda.Device().id)
-    threads = 32 if name.endswith("_rows") else THREADS
+    threads = 32 if name in BLOCKS_OF_ONE_WARP else THREADS
     kernel(((ncols + threads - 1) // threads,), (threads,), args)

@@ -63,7 +63,8 @@ class Ledger:
         self.records: list = []
         self._depth = 0
 
-    def _mark(self):
+    def mark(self):
+        """Now: a recorded CUDA event on the GPU, the wall clock in seconds on the CPU."""
         if self.xp is np:
             return time.perf_counter()
         event = self.xp.cuda.Event()
@@ -79,9 +80,9 @@ class Ledger:
                 return fn(*args, **kwargs)
             self._depth += 1
             try:
-                start = self._mark()
+                start = self.mark()
                 result = fn(*args, **kwargs)
-                stop = self._mark()
+                stop = self.mark()
             finally:
                 self._depth -= 1
             inputs = (args, kwargs) if reads is None else reads(*args)
@@ -154,9 +155,9 @@ def account(sim, steps: int) -> dict:
     step_s = _timed(xp, lambda: sim.run(steps=1), max(steps, 3))
     ledger = Ledger(xp)
     with wrapped(sim, ledger):
-        start = ledger._mark()
+        start = ledger.mark()
         sim.run(steps=steps)
-        stop = ledger._mark()
+        stop = ledger.mark()
     instrumented_s = ledger.seconds(start, stop) / steps
     bandwidth = copy_bandwidth(xp, sim.grid.shape)
     operations: dict = {}

@@ -276,14 +276,14 @@ def time_candidates(grid: Grid, bc, dtype, cands, client=None, device: str = "cp
     errors: list[Exception | None] = []
     for pencils, method, comm in entries:
         t0 = time.perf_counter()
-        kind = _ClusterCandidate if client is not None else _LocalCandidate
         args = (grid, bc, stagger, dtype, pencils, method, device, inputs, comm)
-        prepared.append(None)
-        errors.append(None)
+        candidate, error = None, None
         try:
-            prepared[-1] = kind(client, *args) if client is not None else kind(*args)
+            candidate = _ClusterCandidate(client, *args) if client is not None else _LocalCandidate(*args)
         except Exception as exc:  # noqa: BLE001 - a backend that cannot start here is a row, not a failure
-            errors[-1] = exc
+            error = exc
+        prepared.append(candidate)
+        errors.append(error)
         walls.append(time.perf_counter() - t0)
     samples: list[list[float]] = [[] for _ in entries]
     for r in range(rounds):

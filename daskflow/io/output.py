@@ -45,7 +45,7 @@ def flow_scalars(stepper, state, nu: float) -> dict:
     dz = xp.asarray(domain.dz())[None, None, :]
     padded = domain.pad_velocity([state.u, state.v, state.w])
     local = {  # name: (value on this pencil, how the pencils' values combine)
-        "rate": (float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max()), "max"),
+        "rate": (stepper.local_rate(state), "max"),
         "div_max": (float(abs(ops.divergence(*padded, m)).max()), "max"),
         "bottom": (float(state.u[:, :, 0].sum()) if domain.region[2].start == 0 else 0.0, "sum"),
         "top": (float(state.u[:, :, -1].sum()) if domain.region[2].stop == grid.shape[2] else 0.0, "sum"),

@@ -76,13 +76,12 @@ class Stepper:
         """``max(|u|/dx + |v|/dy + |w|/dz)`` over this domain's points (1/s): the advective rate."""
         xp = array_module(state.u)
         m = self.metrics
+        dz = device_constant(xp, m.dzf[1:-1])
         if xp is not np and ops.FUSED_GPU:  # one reduction kernel, the same maximum
             from daskflow.ns import kernels
 
-            dz = device_constant(xp, m.dzf[1:-1])
             return kernels.advective_rate(state.u, state.v, state.w, m.dx, m.dy, dz)
-        dz = device_constant(xp, m.dzf[1:-1])[None, None, :]
-        return float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz).max())
+        return float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz[None, None, :]).max())
 
     def dt_limit(self, rate: float, cfl: float, dt_max: float) -> float:
         """CFL (and, for explicit diffusion, diffusive) limit of the RK3 scheme, times ``cfl``, from

@@ -206,6 +206,13 @@ def test_broken_configs_fail_cleanly_before_anything_starts(tmp_path, name, comm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.yaml"]  # nothing written
 
 
+def test_a_negative_report_every_is_refused_before_anything_starts(tmp_path):
+    config = _small_config(tmp_path, steps=2)
+    proc = _daskflow("run", str(config), "--report-every", "-3", cwd=tmp_path)
+    assert proc.returncode != 0 and "--report-every -3" in proc.stderr and "positive" in proc.stderr, proc.stderr
+    assert "dashboard" not in proc.stderr and not (tmp_path / "run.zarr").exists()
+
+
 def test_restart_without_a_checkpoint_is_refused_before_anything_starts(tmp_path):
     config = _small_config(tmp_path, steps=2)
     proc = _daskflow("run", str(config), "--restart", cwd=tmp_path)

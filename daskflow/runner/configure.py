@@ -67,6 +67,9 @@ def _with_options(cfg: RunConfig, args) -> RunConfig:
                              "scheduler-file:PATH")
     if args.steps is not None:
         sections["time"] = {"steps": args.steps, "end_time": None}
+    if getattr(args, "report_every", 0) < 0:
+        raise ValueError(f"--report-every {args.report_every}: steps between progress lines must be a positive "
+                         "count, or 0 for a line about every 2 s")
     if args.output is not None:
         sections["output"] = {"store": args.output}
     if args.pencils is not None:

@@ -74,6 +74,21 @@ def device_constant(xp: ModuleType, values: Any, dtype: Any = np.float64):
     return kept
 
 
+@functools.cache
+def _raw_kernel(source: str, name: str, device: int, options: tuple):
+    import cupy
+
+    return cupy.RawKernel(source, name, options=options)
+
+
+def raw_kernel(source: str, name: str, options: tuple = ()):
+    """CUDA kernel ``name`` of ``source`` for the current device, compiled once per source, device
+    and compiler ``options`` (CuPy's ``RawKernel``)."""
+    import cupy
+
+    return _raw_kernel(source, name, cupy.cuda.Device().id, tuple(options))
+
+
 def device_name(xp: ModuleType) -> str:
     """Human-readable name of the device an array module computes on."""
     if xp is np:

@@ -61,7 +61,8 @@ def forward_xy(field, bc=("PP", "PP"), stagger: str = "cc"):
     token = tokenize(field.name, bc, stagger)
     ex = DaskExecutor(("daskflow-transform-plan-" + token,), token, block_index=lambda k: (k[0], 0, k[1]))
     blocks = {k: (field.name, 0, *k) for k in dec.indices}
-    out = algorithms._forward_chain(plan, ex, blocks, [stages.to_logical_order], head=[stages.to_memory_order])
+    out = algorithms._forward_chain(plan, ex, blocks, [stages.spectral_to_logical_order],
+                                   head=[stages.to_memory_order])
     graph = {ex.plan: plan, **ex.graph}
     nxs, nys = dec.spectral
     chunks = (split_sizes(nxs, py), (nys,), home[2])
@@ -102,7 +103,7 @@ def backward_xy(spectrum, shape, bc=("PP", "PP"), stagger: str = "cc"):
     if py == 1:
         out = ex.map([stages.to_memory_order, stages.backward_xy, *tail], dec.indices, blocks)
     else:
-        phys_y = ex.map([stages.to_memory_order, stages.backward_y], dec.indices, blocks)
+        phys_y = ex.map([stages.spectral_to_memory_order, stages.backward_y], dec.indices, blocks)
         out = algorithms._finish(plan, ex, phys_y, tail)
     graph = {ex.plan: plan, **ex.graph}
     chunks = pencil_chunks(shape, (py, pz))

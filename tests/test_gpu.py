@@ -105,3 +105,17 @@ def test_device_mismatch_is_a_value_error(cupy):
         PoissonSolver(GRID, device="gpu").solve(np.zeros(GRID.shape))
     with pytest.raises(ValueError, match="device='cpu'"):
         PoissonSolver(GRID, device="cpu").solve(cupy.zeros(GRID.shape))
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float64, np.float32])
+@pytest.mark.parametrize("shape, piece", [((5, 70, 45), slice(3, 40)), ((3, 33, 64), slice(0, 64)),
+                                          ((2, 1, 9), slice(4, 5))])
+def test_swapped_cut_kernel_gives_the_array_code_bits(cupy, rng, dtype, shape, piece):
+    from daskflow.pencils.layout import cut_swapped
+
+    a = rng.standard_normal(shape).astype(dtype)
+    if np.iscomplexobj(a):
+        a = a + 1j * rng.standard_normal(shape).astype(dtype)
+    got = cut_swapped(cupy.asarray(a), piece)
+    assert got.flags.c_contiguous and got.shape == (shape[0], piece.stop - piece.start, shape[1])
+    np.testing.assert_array_equal(got.get(), cut_swapped(a, piece))

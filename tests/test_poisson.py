@@ -161,3 +161,38 @@ def test_dask_array_on_the_local_scheduler_without_client(rng):
     assert out.chunks == ((9,), (4, 4), (2, 2, 2, 2))
     x = out.compute(scheduler="sync")
     np.testing.assert_allclose(x, solver.solve(b), rtol=0, atol=1e-12 * np.abs(x).max())
+
+
+@pytest.mark.parametrize("pencils", [(1, 2), (2, 1), (3, 2)])
+def test_the_y_pencils_of_a_transpose_hold_y_last(pencils, rng):
+    """After the x->y transpose the spectral y-pencils are (z, x modes, y modes), C-contiguous: the
+    y transform runs along the last axis; without a transpose (py = 1) they stay (z, y, x)."""
+    from daskflow.bc import Boundaries
+    from daskflow.pencils.executor import LocalExecutor
+    from daskflow.poisson import algorithms
+    from daskflow.poisson.plan import SpectralPlan
+
+    grid = Grid((9, 8, 6), (2.0, 1.0, 2.0))
+    plan = SpectralPlan(grid, Boundaries.parse(("PP", "PP", "NN"), "ccc"), 0.0, 1.0, "ftm", pencils,
+                        np.dtype(np.float64))
+    field = rng.standard_normal(grid.shape)
+    dec = plan.decomposition
+    blocks = {(p, q): np.ascontiguousarray(field.T[dec.z[q], dec.y[p], :]) for p, q in dec.indices}
+    spectra = algorithms._forward_chain(plan, LocalExecutor(plan), blocks, [])
+    whole = np.fft.fft(np.fft.rfft(field.T, axis=2), axis=1)  # (z, y modes, x modes)
+    assert plan.y_last == (pencils[0] > 1)
+    for (p, q), block in spectra.items():
+        want = whole[dec.z[q], :, dec.xs[p]]
+        if plan.y_last:
+            want = want.transpose(0, 2, 1)
+            assert block.flags.c_contiguous
+        np.testing.assert_allclose(block, want, rtol=0, atol=1e-12 * np.abs(whole).max())
+
+
+def test_a_swapped_cut_is_the_contiguous_swapped_piece(rng):
+    from daskflow.pencils.layout import cut_swapped
+
+    a = rng.standard_normal((3, 5, 7))
+    piece = cut_swapped(a, slice(2, 6))
+    assert piece.flags.c_contiguous and piece.shape == (3, 4, 5)
+    np.testing.assert_array_equal(piece, a[:, :, 2:6].swapaxes(1, 2))

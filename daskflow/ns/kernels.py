@@ -23,7 +23,7 @@ import functools
 
 import numpy as np
 
-from daskflow.backend import device_constant
+from daskflow.backend import device_constant, raw_kernel
 
 # The kernels that repeat the array code's operations one by one, in its order and precision, are
 # compiled without fused multiply-adds: they give its bits (the array code runs every operation as a
@@ -33,18 +33,14 @@ _CTYPES = {"float64": "double", "float32": "float"}
 
 
 @functools.cache
-def _compile(source: str, name: str, dtype: str, device: int, options: tuple):
-    import cupy
-
-    return cupy.RawKernel(source.format(T=_CTYPES[dtype]), name, options=options)
+def _typed(source: str, dtype: str) -> str:
+    return source.format(T=_CTYPES[dtype])
 
 
 def _kernel(source: str, name: str, dtype, options: tuple = ()):
     """Kernel ``name`` of ``source`` (``{T}`` the C type of ``dtype``) for the current device,
     compiled once per source, type, device and ``options``."""
-    import cupy
-
-    return _compile(source, name, str(dtype), cupy.cuda.Device().id, options)
+    return raw_kernel(_typed(source, str(dtype)), name, options)
 
 
 _SOURCE = r"""

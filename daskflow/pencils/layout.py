@@ -125,6 +125,19 @@ def cut(block, axis: int, piece: slice):
     return block[tuple(index)].copy()
 
 
+def cut_swapped(block, piece: slice):
+    """The piece ``piece`` of ``block`` ``(n0, n1, n2)`` along axis 2 with axes 1 and 2 swapped: a
+    contiguous ``(n0, len(piece), n1)`` copy (it travels, and arrives in the other memory order)."""
+    from daskflow.backend import array_module, is_cupy_array
+
+    view = block[:, :, piece]
+    if is_cupy_array(view):
+        from daskflow.pencils.kernels import swap_last_axes
+
+        return swap_last_axes(view)
+    return array_module(view).ascontiguousarray(view.swapaxes(1, 2))
+
+
 def assemble(pieces, axis: int):
     """Concatenate pieces along memory ``axis`` into one contiguous chunk."""
     from daskflow.backend import array_module

@@ -1,6 +1,8 @@
 """The two distributed Poisson/Helmholtz algorithms, written once against an executor.
 
-``blocks`` maps chunk index ``(p, q)`` to an x-pencil chunk in memory order ``(z, y, x)``. The
+``blocks`` maps chunk index ``(p, q)`` to an x-pencil chunk in memory order ``(z, y, x)``; the
+y-pencils of a transpose are ``(z, x, y)`` (:class:`~daskflow.poisson.plan.SpectralPlan`), and
+the transposes' cuts swap the two axes as they pack the pieces. The
 executor (:mod:`daskflow.pencils.executor`) decides whether stages run now (in-process emulation)
 or become Dask tasks. All local work between two exchanges is fused into one task per chunk: a
 *chain* of stage functions ``fn(plan, key, x, *extras)`` applied in order.
@@ -19,28 +21,31 @@ from __future__ import annotations
 
 from functools import partial
 
-from daskflow.pencils.layout import assemble, cut
+from daskflow.pencils.layout import assemble, cut, cut_swapped
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
 from daskflow.zsolve import spectral
 from daskflow.zsolve.choice import FTM, LOCAL, PTDMA, ZSolve
 from daskflow.zsolve.group import column_group
 
-Z, Y, X = 0, 1, 2  # memory axes of a chunk
+Z, X = 0, 2  # memory axes of an x-pencil chunk (z, y, x)
 
 # -------------------------------------------------------------- pieces and their assembly
 
 
 def cut_for_y_pencil(plan: SpectralPlan, src, block, dst):
-    return cut(block, X, plan.decomposition.xs[dst[0]])
+    """x-pencil ``(z, y, x modes)`` -> piece ``(z, x modes of dst, y)`` of a y-pencil (``py > 1``:
+    stored y-last, :class:`SpectralPlan`)."""
+    return cut_swapped(block, plan.decomposition.xs[dst[0]])
 
 
 def cut_for_x_pencil(plan: SpectralPlan, src, block, dst):
-    return cut(block, Y, plan.decomposition.y[dst[0]])
+    """y-pencil ``(z, x modes, y)`` -> piece ``(z, y of dst, x modes)`` of an x-pencil."""
+    return cut_swapped(block, plan.decomposition.y[dst[0]])
 
 
 def cut_for_z_pencil(plan: SpectralPlan, src, block, dst):
-    return cut(block, Y, plan.decomposition.ys[dst[1]])
+    return cut(block, plan.y_axis, plan.decomposition.ys[dst[1]])
 
 
 def cut_for_y_from_z(plan: SpectralPlan, src, block, dst):
@@ -52,7 +57,7 @@ def assemble_x(plan, key, pieces, *_):
 
 
 def assemble_y(plan, key, pieces, *_):
-    return assemble(pieces, Y)
+    return assemble(pieces, plan.y_axis)
 
 
 def assemble_z(plan, key, pieces, *_):

@@ -6,6 +6,12 @@ transforms every spectral column ``(j, i)`` is a tridiagonal system along z with
 coefficients (:attr:`SpectralPlan.z_op`) plus the column's diagonal shift
 ``scale * (lambda_x[i] + lambda_y[j])``.
 
+Spectral chunks are stored in memory order ``(z, y, x)`` where a chunk holds all of y from the start
+(``py = 1``), and ``(z, x, y)`` in the y-pencils of a transpose (``py > 1``): the y transform then
+runs along the last, contiguous axis (no copies in and out of the FFT), and the pieces are swapped
+while they are cut for the transpose, the copy that packs them anyway.
+:attr:`SpectralPlan.y_axis` and :meth:`SpectralPlan.column_shift` follow that layout.
+
 Everything here is small (1-D arrays, one ``nz x nz`` matrix for the singular mode) so a plan can
 be shipped to Dask workers; heavy per-chunk coefficients are computed where the chunk lives.
 """
@@ -75,6 +81,25 @@ class SpectralPlan:
         self.shift = shift
 
     @property
+    def y_last(self) -> bool:
+        """Whether spectral y-pencils are stored ``(z, x, y)``: those of an x->y transpose (``py > 1``)."""
+        return self.pencils[0] > 1
+
+    @property
+    def y_axis(self) -> int:
+        """Memory axis of y in a spectral y-pencil chunk (x is the other of 1 and 2)."""
+        return 2 if self.y_last else 1
+
+    @property
+    def shift_xy(self) -> np.ndarray:
+        """:attr:`shift` indexed ``[x mode, y mode]``."""
+        return self.shift.T
+
+    def column_shift(self, xp, ys: slice, xs: slice):
+        """The diagonal shift of the spectral columns ``ys`` x ``xs`` in a y-pencil chunk's layout."""
+        return self.device("shift_xy", xp, (xs, ys)) if self.y_last else self.device("shift", xp, (ys, xs))
+
+    @property
     def real_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
 
@@ -88,7 +113,7 @@ class SpectralPlan:
         return slice(z.start, min(z.stop, self.nz_unknowns))
 
     def device(self, name: str, xp, index=None):
-        """A plan array (``shift``, ``lower``/``diag``/``upper`` of ``z_op``, ``singular_solution``)
+        """A plan array (``shift``, ``shift_xy``, ``lower``/``diag``/``upper`` of ``z_op``, ``singular_solution``)
         on the device of ``xp`` in the working precision, optionally sliced; cached."""
         dev = xp.cuda.Device().id if xp.__name__ == "cupy" else None
         key = (name, xp.__name__, dev, repr(index))

@@ -1,6 +1,7 @@
 """Per-chunk transform stages of the spectral solve: pure functions of a plan, a chunk index and arrays.
 
-Chunks are in memory order ``(z, y, x)``. The same functions run in-process
+Chunks are in memory order ``(z, y, x)``, spectral y-pencils of a transpose ``(z, x, y)``
+(:class:`~daskflow.poisson.plan.SpectralPlan`). The same functions run in-process
 (:class:`~daskflow.pencils.executor.LocalExecutor`) and as Dask tasks on CPU or GPU workers; the
 array module follows the chunk (NumPy or CuPy).
 """
@@ -38,14 +39,25 @@ def to_logical_order(plan: SpectralPlan, key, a, *_):
     return a.T
 
 
+def spectral_to_memory_order(plan: SpectralPlan, key, a, *_):
+    """Logical ``(x modes, y modes, z)`` spectral chunk -> the y-pencil layout the stages work on."""
+    return a.transpose(2, 0, 1) if plan.y_last else a.T
+
+
+def spectral_to_logical_order(plan: SpectralPlan, key, a, *_):
+    """Inverse of :func:`spectral_to_memory_order` (a view)."""
+    return a.transpose(1, 2, 0) if plan.y_last else a.T
+
+
 def forward_x(plan: SpectralPlan, key, a, *_):
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
 
 
 def forward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
+    """The y transform of a y-pencil (along :attr:`SpectralPlan.y_axis`)."""
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
-    return array_module(a).ascontiguousarray(transforms.forward(a, -2, bc, st, overwrite=overwrite))
+    return array_module(a).ascontiguousarray(transforms.forward(a, plan.y_axis, bc, st, overwrite=overwrite))
 
 
 def forward_y_owned(plan: SpectralPlan, key, a, *_):
@@ -57,8 +69,8 @@ def forward_y_owned(plan: SpectralPlan, key, a, *_):
 def backward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     ny = plan.grid.shape[1]
-    out = transforms.backward(a, -2, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite)
-    return _with_boundary_face(out, -2, ny, bc)
+    out = transforms.backward(a, plan.y_axis, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite)
+    return _with_boundary_face(out, plan.y_axis, ny, bc)
 
 
 def backward_y_owned(plan: SpectralPlan, key, a, *_):

@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+from daskflow.backend import raw_kernel
+
 _PREAMBLE = r"""
 #include <cupy/complex.cuh>
 typedef {T} T;
@@ -241,18 +243,13 @@ BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows",)  # kernels that stage their tiles 
 
 
 @functools.cache
-def _kernel(name: str, dtype: np.dtype, device_id: int):
-    import cupy
-
+def _source(name: str, dtype: np.dtype) -> str:
     real = np.dtype(dtype).type(0).real.dtype
-    source = _PREAMBLE.format(T=_CTYPES[np.dtype(dtype)], R=_CTYPES[real]) + _SOURCES[name]
-    return cupy.RawKernel(source, name)
+    return _PREAMBLE.format(T=_CTYPES[np.dtype(dtype)], R=_CTYPES[real]) + _SOURCES[name]
 
 
 def launch(name: str, dtype: np.dtype, ncols: int, *args) -> None:
     """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (or rows: one warp per 32)."""
-    import cupy
-
-    kernel = _kernel(name, np.dtype(dtype), cupy.cuda.Device().id)
+    kernel = raw_kernel(_source(name, np.dtype(dtype)), name)
     threads = 32 if name in BLOCKS_OF_ONE_WARP else THREADS
     kernel(((ncols + threads - 1) // threads,), (threads,), args)

@@ -2,8 +2,9 @@
 wavenumber (the z operator shifted by the column's x/y eigenvalue), the same at every solve.
 
 Stages ``fn(plan, key, x, *extras)`` for an executor (:mod:`daskflow.pencils.executor`) on spectral
-chunks in memory order ``(z, y, x)``, fused by :mod:`daskflow.poisson.algorithms` with the
-transforms around them:
+chunks in memory order ``(z, y, x)``, or ``(z, x, y)`` for the y-pencils of a transpose
+(:attr:`~daskflow.poisson.plan.SpectralPlan.y_axis`: the stages follow it), fused by
+:mod:`daskflow.poisson.algorithms` with the transforms around them:
 
 * :func:`thomas`: the whole z column of a z-pencil (FTM, or any method at ``pz = 1``);
 * P-TDMA on a y-pencil of a column group: :func:`ptdma_reduce` (local cyclic reduction),
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from daskflow import tridiagonal
 from daskflow.backend import array_module
+from daskflow.pencils.layout import cut
 from daskflow.stencils import Tridiagonal
 from daskflow.zsolve.group import column_group, factor_reduced, reduced_offsets
 
@@ -58,13 +60,14 @@ def _z_rows(plan: SpectralPlan) -> list[slice]:
 
 
 def thomas(plan: SpectralPlan, key, block, *_):
-    """Solve the whole z column of z-pencil ``key = (p, q)`` (spectral ``(nz, ys_q, xs_p)``) in place."""
+    """Solve the whole z column of z-pencil ``key = (p, q)`` (spectral ``(nz, ys_q, xs_p)``, or
+    ``(nz, xs_p, ys_q)`` y-last) in place."""
     xp = array_module(block)
     p, q = key
     dec = plan.decomposition
     m = plan.nz_unknowns
     d = block[:m]
-    shift = plan.device("shift", xp, (dec.ys[q], dec.xs[p]))
+    shift = plan.column_shift(xp, dec.ys[q], dec.xs[p])
     singular = _holds_singular_column(plan, p, dec.ys[q])
     raw = d[:, 0, 0].copy() if singular else None
     tridiagonal.solve_shifted(d, _z_op(plan, xp), shift)
@@ -86,7 +89,7 @@ def ptdma_setup(plan: SpectralPlan, key, xp, columns: slice = slice(None)) -> tr
     p, q = key
     rows = plan.z_rows(q)
     op = _z_op(plan, xp, rows)
-    shift = plan.device("shift", xp, (columns, plan.decomposition.xs[p]))
+    shift = plan.column_shift(xp, columns, plan.decomposition.xs[p])
     chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, shift)
     real = plan.real_dtype
     return tridiagonal.ReducedChunk(*(v.astype(real, copy=False) for v in chunk))
@@ -113,7 +116,8 @@ def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk
     """P-TDMA step 4 on y-pencil ``key``: local reduction in place.
 
     Returns ``(block, boundary_rows, singular_rhs)``: the rows that leave the chunk, shape
-    ``(1 or 2, nys, nxs_p)``, and the raw right-hand side of the singular column (or ``None``).
+    ``(1 or 2, nys, nxs_p)`` (y-last: ``(1 or 2, nxs_p, nys)``), and the raw right-hand side of the
+    singular column (or ``None``).
     """
     m = chunk.a.shape[0]
     d = block[:m]
@@ -152,11 +156,11 @@ def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
     """P-TDMA step 6: rebuild y-pencil ``key = (p, q)`` from its solved boundary rows.
 
     ``reduced_out`` is the chunk's :func:`ptdma_reduce` result; ``pieces`` lists, over slices
-    ``s``, ``(rows, singular_piece)``: rows ``(1 or 2, ys_s, xs_p)``.
+    ``s``, ``(rows, singular_piece)``: rows ``(1 or 2, ys_s, xs_p)`` (y-last: ``(1 or 2, xs_p, ys_s)``).
     """
     xp = array_module(pieces[0][0])
     block = reduced_out[0]
-    rows = xp.concatenate([r for r, _ in pieces], axis=1)
+    rows = xp.concatenate([r for r, _ in pieces], axis=plan.y_axis)
     m = chunk.a.shape[0]
     tridiagonal.reconstruct(block[:m], rows[0], rows[-1], chunk)
     for _, singular in pieces:
@@ -172,7 +176,7 @@ def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
 def cut_boundary_rows(plan: SpectralPlan, src, reduced_out, dst):
     """Boundary rows of chunk ``src = (p, q)`` for reduced slice ``dst = (p, s)``."""
     _, rows, raw = reduced_out
-    return rows[:, plan.decomposition.reduced[dst[1]]].copy(), (raw if dst[1] == 0 else None)
+    return cut(rows, plan.y_axis, plan.decomposition.reduced[dst[1]]), (raw if dst[1] == 0 else None)
 
 
 def cut_solution_rows(plan: SpectralPlan, src, solved, dst):

@@ -388,9 +388,8 @@ class FlowDomain:
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
         out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail,
                                gather=self.gathers_reduced_rows)
-        # the solve's logical view, Fortran-ordered, as the one-pencil solvers return it: what
-        # follows (padding, additions) reads any strides, so a copy to C order would only cost a pass
-        return out[self.key]
+        # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
+        return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
 
     def _local_solver(self, cls, bc: tuple, stagger: str, *args):
         p = self.poisson_plan

@@ -63,6 +63,46 @@ def test_store_layout_opens_with_xarray(tmp_path):
     assert store.current_slot(str(path)) == "a"
 
 
+def test_a_run_s_commits_leave_what_a_full_consolidation_gives(tmp_path, monkeypatch):
+    """Flushes re-read only the groups they changed into the root's consolidated metadata; after
+    runs with every kind of record and checkpoints, it is what consolidating the whole store gives."""
+    import zarr
+
+    from daskflow.io import access
+
+    refreshed = []
+    recommit = access._recommit
+    monkeypatch.setattr(access, "_recommit", lambda root, groups: refreshed.append(recommit(root, groups)) or
+                        refreshed[-1])
+    path = tmp_path / "run.zarr"
+    cfg = _config(path)
+    cfg["output"].update({"slices_every": 2, "slices": {"z": [0.5]}})
+    sim = Simulation(cfg).run(steps=5)
+    sim.run(steps=4)
+    root = path / "zarr.json"
+    incremental = json.loads(root.read_text())
+    zarr.consolidate_metadata(str(path))
+    assert incremental == json.loads(root.read_text())
+    assert list(_open(path, "scalars")["step"].values) == list(range(1, 10))
+    assert len(refreshed) > 5 and all(refreshed)  # every flush took the incremental path
+
+
+def test_a_commit_of_changed_groups_falls_back_to_a_full_one(tmp_path):
+    """A group the root's consolidated metadata does not list yet is consolidated with the rest."""
+    import zarr
+
+    from daskflow.io.access import commit
+
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    root.create_array("a", shape=(2,), dtype="f8")
+    commit(str(tmp_path / "s.zarr"))
+    root.create_group("new").create_array("b", shape=(3,), dtype="f8")
+    root["a"].resize((5,))
+    commit(str(tmp_path / "s.zarr"), changed={"new"})
+    view = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    assert view["new/b"].shape == (3,) and view["a"].shape == (5,)
+
+
 def test_existing_store_is_refused_before_anything_runs(tmp_path):
     path = tmp_path / "run.zarr"
     Simulation(_config(path)).run(steps=1)

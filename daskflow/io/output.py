@@ -111,6 +111,7 @@ class Output:
         self.path, self.every, self.nu = path, every, nu
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}
+        self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0)
         self._flushed = time.monotonic()
 
     @property
@@ -131,14 +132,18 @@ class Output:
                 self.flush()
 
     def flush(self, commit: bool = False) -> None:
-        """Append the buffered records and commit the store when there were any, or when ``commit``
-        (``rank0`` only: the other participants buffer nothing)."""
-        if not (commit or any(self._pending.values())):
+        """Append the buffered records and commit the store when there were any, when metadata
+        changed since the last commit, or when ``commit`` (``rank0`` only: the other participants
+        buffer and change nothing)."""
+        if not (commit or self._touched or any(self._pending.values())):
             return
         for name, records in self._pending.items():
-            store.append_records(self.root[name], records)
-            records.clear()
-        store.commit(self.path)
+            if records:
+                store.append_records(self.root[name], records)
+                self._touched.add(name)
+                records.clear()
+        store.commit(self.path, changed=self._touched)
+        self._touched.clear()
         self._flushed = time.monotonic()
 
     def final(self, stepper, state, fields: bool, checkpoint: bool) -> None:
@@ -149,6 +154,7 @@ class Output:
                 self.fields(stepper, state)
             if checkpoint:
                 self.checkpoint(stepper, state)
+            self.flush()  # the last checkpoint's clock (rank0: nothing elsewhere)
 
     def finish(self, step: int) -> None:
         """End of a run segment: everything written is committed."""
@@ -212,6 +218,7 @@ class Output:
             write_record(domain, {name: group[name]}, index, boxes, {name: getattr(state, name)})
         domain.barrier()
         if domain.rank0:  # every chunk of the snapshot is written: readers may see it
+            self._touched.add("fields")
             self.flush(commit=True)
 
     def slices(self, stepper, state) -> None:
@@ -247,6 +254,7 @@ class Output:
             write_record(domain, {name: group[name] for name in store.FIELD_DIMS}, index, boxes, values)
         domain.barrier()
         if domain.rank0:
+            self._touched.add("slices")
             self.flush(commit=True)
 
     def checkpoint(self, stepper, state) -> None:
@@ -263,6 +271,7 @@ class Output:
         if domain.rank0:
             store.prepare_slot(self.root["checkpoint"], slot, stepper.grid.shape,
                                store.checkpoint_chunks(domain.pencil_chunks), state.u.dtype, self.every.compression)
+            self._touched.add("checkpoint")
             self.flush(commit=True)  # the records up to this step (and the new slot) are committed first
         domain.barrier()
         group = store.open_for_write(self.path)["checkpoint"][slot]
@@ -273,6 +282,7 @@ class Output:
         if domain.rank0:
             store.commit_checkpoint(self.path, slot, {"time": state.time, "step": state.step, "dt": state.dt,
                                                       "forcing_gradient": state.forcing_gradient})
+            self._touched.add("checkpoint")  # the slot's clock: in the next commit
         domain.barrier()
 
 

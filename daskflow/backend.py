@@ -64,7 +64,7 @@ def device_constant(xp: ModuleType, values: Any, dtype: Any = np.float64):
     host = np.asarray(values, dtype=dtype)
     if xp is np:
         return host
-    key = (xp.cuda.Device().id, host.dtype.str, host.shape, host.tobytes())
+    key = (xp.cuda.runtime.getDevice(), host.dtype.str, host.shape, host.tobytes())
     with _CONSTANTS_LOCK:
         kept = _CONSTANTS.get(key)
         if kept is None:
@@ -86,7 +86,7 @@ def raw_kernel(source: str, name: str, options: tuple = ()):
     and compiler ``options`` (CuPy's ``RawKernel``)."""
     import cupy
 
-    return _raw_kernel(source, name, cupy.cuda.Device().id, tuple(options))
+    return _raw_kernel(source, name, cupy.cuda.runtime.getDevice(), tuple(options))
 
 
 def device_name(xp: ModuleType) -> str:

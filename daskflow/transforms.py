@@ -312,7 +312,7 @@ def _complex_dtype(y: Any) -> np.dtype:
 
 def _device(xp: ModuleType) -> int | None:
     """Cache key for the device twiddles live on (CuPy arrays are per device)."""
-    return None if xp is np else xp.cuda.Device().id
+    return None if xp is np else xp.cuda.runtime.getDevice()
 
 
 @functools.lru_cache(maxsize=256)

@@ -33,14 +33,17 @@ _CTYPES = {"float64": "double", "float32": "float"}
 
 
 @functools.cache
-def _typed(source: str, dtype: str) -> str:
-    return source.format(T=_CTYPES[dtype])
+def _compiled(source: str, name: str, dtype: np.dtype, options: tuple, device: int):
+    return raw_kernel(source.format(T=_CTYPES[np.dtype(dtype).name]), name, options)
 
 
 def _kernel(source: str, name: str, dtype, options: tuple = ()):
     """Kernel ``name`` of ``source`` (``{T}`` the C type of ``dtype``) for the current device,
-    compiled once per source, type, device and ``options``."""
-    return raw_kernel(_typed(source, str(dtype)), name, options)
+    compiled once per source, type, device and ``options`` (a lookup per launch: on a small grid
+    the step is bound by its host's calls)."""
+    import cupy
+
+    return _compiled(source, name, dtype, options, cupy.cuda.runtime.getDevice())
 
 
 _SOURCE = r"""
@@ -364,7 +367,12 @@ extern "C" __global__ void laplacian_field(const T* A, T* out, const double* zup
 
 
 def _strides(a) -> tuple:
-    return tuple(np.int64(s // a.itemsize) for s in a.strides)
+    return _element_strides(a.strides, a.itemsize)
+
+
+@functools.lru_cache(maxsize=256)
+def _element_strides(strides: tuple, itemsize: int) -> tuple:
+    return tuple(np.int64(s // itemsize) for s in strides)
 
 
 def _launch(kernel, plane: int, rows: int, args: tuple) -> None:
@@ -465,7 +473,7 @@ def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
     scalar = np.dtype(u.dtype).type
     out = cupy.zeros(1, dtype=np.uint64)
     kernel = _kernel(_RATE_SOURCE, "advective_rate", u.dtype, _FIELD_OPTIONS)
-    blocks = min((u.size + 255) // 256, 8 * _multiprocessors(cupy.cuda.Device().id))
+    blocks = min((u.size + 255) // 256, 8 * _multiprocessors(cupy.cuda.runtime.getDevice()))
     kernel((max(blocks, 1),), (256,), (u, v, w, dz, out, np.int64(u.size), np.int32(u.shape[2]), scalar(dx),
                                      scalar(dy)))
     return float(out.view(np.float64)[0])

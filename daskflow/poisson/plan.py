@@ -115,7 +115,7 @@ class SpectralPlan:
     def device(self, name: str, xp, index=None):
         """A plan array (``shift``, ``shift_xy``, ``lower``/``diag``/``upper`` of ``z_op``, ``singular_solution``)
         on the device of ``xp`` in the working precision, optionally sliced; cached."""
-        dev = xp.cuda.Device().id if xp.__name__ == "cupy" else None
+        dev = xp.cuda.runtime.getDevice() if xp.__name__ == "cupy" else None
         key = (name, xp.__name__, dev, repr(index))
         if key not in self._device_cache:
             host = getattr(self.z_op, name) if name in ("lower", "diag", "upper") else getattr(self, name)

@@ -44,15 +44,18 @@ def flow_scalars(stepper, state, nu: float) -> dict:
     xp = array_module(state.u)
     dz = xp.asarray(domain.dz())[None, None, :]
     padded = domain.pad_velocity([state.u, state.v, state.w])
-    local = {  # name: (value on this pencil, how the pencils' values combine)
-        "rate": (stepper.local_rate(state), "max"),
-        "div_max": (float(abs(ops.divergence(*padded, m)).max()), "max"),
-        "bottom": (float(state.u[:, :, 0].sum()) if domain.region[2].start == 0 else 0.0, "sum"),
-        "top": (float(state.u[:, :, -1].sum()) if domain.region[2].stop == grid.shape[2] else 0.0, "sum"),
-        "energy": (float((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum()), "sum"),
-        "u_dz": (float(weighted_sum(state.u, domain.dz())), "sum"),
+    zero = xp.zeros((), dtype=state.u.dtype)
+    local = {  # name: (value on this pencil, how the pencils' values combine); 0-d arrays where the fields live
+        "div_max": (abs(ops.divergence(*padded, m)).max(), "max"),
+        "bottom": (state.u[:, :, 0].sum() if domain.region[2].start == 0 else zero, "sum"),
+        "top": (state.u[:, :, -1].sum() if domain.region[2].stop == grid.shape[2] else zero, "sum"),
+        "energy": ((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum(), "sum"),
+        "u_dz": (weighted_sum(state.u, domain.dz()), "sum"),
     }
     del padded
+    values = [float(v) for v in to_numpy(xp.stack([v for v, _ in local.values()]))]  # one wait for the device
+    local = {"rate": (stepper.local_rate(state), "max"),
+             **{name: (value, op) for (name, (_, op)), value in zip(local.items(), values, strict=True)}}
     total = dict(zip(local, domain.allreduce_many([v for v, _ in local.values()], [op for _, op in local.values()]),
                      strict=True))
     area = grid.shape[0] * grid.shape[1]

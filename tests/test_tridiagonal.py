@@ -175,3 +175,21 @@ def test_compiled_solves_split_over_threads_give_the_same_bits(rng, monkeypatch,
     for got, want in zip(every_solve(), one, strict=True):
         np.testing.assert_array_equal(got, want)
     assert calls and all(ranges == [(0, 5), (5, 10), (10, 13)] for ranges in calls)
+
+
+def test_one_shared_matrix_factors_with_the_vector_loop_s_bits(rng):
+    """A one-column factorisation (the z-implicit solves, set up again whenever dt changes) runs as
+    a scalar recurrence: the same bits as the vector loop on several columns."""
+    from daskflow.tridiagonal.thomas import FactoredTridiagonal, _elimination_factors
+
+    m = 37
+    lower, upper = rng.uniform(0.2, 1, (m, 1)), rng.uniform(0.2, 1, (m, 1))
+    diag = -(lower + upper) - 0.3
+    one = _elimination_factors(np, lower, diag, upper)
+    several = _elimination_factors(np, *(np.repeat(c, 3, axis=1) for c in (lower, diag, upper)))
+    for a, b in zip(one, several, strict=True):
+        assert np.array_equal(np.repeat(a, 3, axis=1), b)
+    factored = FactoredTridiagonal.factor(lower, diag, upper, periodic=True)
+    moved = factored.to(np)
+    for name in ("lower", "inv_den", "cp", "zz", "vlast"):
+        assert np.array_equal(getattr(moved, name), getattr(factored, name))

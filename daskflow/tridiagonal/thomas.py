@@ -131,20 +131,13 @@ class FactoredTridiagonal:
     def factor(cls, lower, diag, upper, periodic: bool) -> FactoredTridiagonal:
         xp = array_module(diag)
         lo, dg, up = (xp.asarray(c, dtype=np.float64).reshape(c.shape[0], -1) for c in (lower, diag, upper))
-        m = dg.shape[0]
         dg = dg.copy()
         if periodic:
             alpha, beta = lo[0].copy(), up[-1].copy()
             gamma = -dg[0]
             dg[0] -= gamma
             dg[-1] -= alpha * beta / gamma
-        inv_den = xp.empty_like(dg)
-        cp = xp.empty_like(dg)
-        inv_den[0] = 1.0 / dg[0]
-        cp[0] = up[0] * inv_den[0]
-        for k in range(1, m):  # set-up only: O(m) vector operations
-            inv_den[k] = 1.0 / (dg[k] - lo[k] * cp[k - 1])
-            cp[k] = up[k] * inv_den[k]
+        inv_den, cp = _elimination_factors(xp, lo, dg, up)
         zz = vlast = xp.zeros((1, dg.shape[1]))
         if periodic:
             u = xp.zeros_like(dg)
@@ -154,8 +147,13 @@ class FactoredTridiagonal:
         return cls(lo, inv_den, cp, zz, xp.ascontiguousarray(vlast.reshape(-1)), periodic)
 
     def to(self, xp) -> FactoredTridiagonal:
-        """The same factorisation with its arrays in array module ``xp`` (set-up: one transfer)."""
-        arrays = {f: xp.asarray(getattr(self, f)) for f in ("lower", "inv_den", "cp", "zz", "vlast")}
+        """The same factorisation with its arrays in array module ``xp`` (set-up: one transfer of all
+        five: with a time step that changes every step, the z-implicit solves set up three per substep)."""
+        names = ("lower", "inv_den", "cp", "zz", "vlast")
+        host = [np.asarray(getattr(self, f), dtype=np.float64) for f in names]
+        flat = xp.asarray(np.concatenate([h.ravel() for h in host]))
+        ends = np.cumsum([h.size for h in host])
+        arrays = {f: flat[end - h.size:end].reshape(h.shape) for f, h, end in zip(names, host, ends, strict=True)}
         return FactoredTridiagonal(**arrays, periodic=self.periodic)
 
     def solve(self, d, overwrite: bool = False):
@@ -204,6 +202,29 @@ def solve_rows_in_place(factored: FactoredTridiagonal, field) -> bool:
     kernels.launch("thomas_uniform_rows", real, rows, field, lower, inv_den, cp, np.int32(m), np.int64(rows),
                    np.int64(stride))
     return True
+
+
+def _elimination_factors(xp, lo, dg, up):
+    """``inv_den`` and ``cp`` of the forward elimination, ``(m, ncols)``. One column (a matrix
+    shared by every column: the z-implicit diffusion) is a scalar recurrence in Python floats, the
+    same operations in the same order as the vector loop, about ten times faster than it."""
+    m = dg.shape[0]
+    if xp is np and dg.shape[1] == 1:
+        lows, diags, ups = (c[:, 0].tolist() for c in (lo, dg, up))
+        inv = [1.0 / diags[0]]
+        c = [ups[0] * inv[0]]
+        for k in range(1, m):
+            inv.append(1.0 / (diags[k] - lows[k] * c[k - 1]))
+            c.append(ups[k] * inv[k])
+        return np.array(inv)[:, None], np.array(c)[:, None]
+    inv_den = xp.empty_like(dg)
+    cp = xp.empty_like(dg)
+    inv_den[0] = 1.0 / dg[0]
+    cp[0] = up[0] * inv_den[0]
+    for k in range(1, m):  # set-up only: O(m) vector operations
+        inv_den[k] = 1.0 / (dg[k] - lo[k] * cp[k - 1])
+        cp[k] = up[k] * inv_den[k]
+    return inv_den, cp
 
 
 def _factored_sweep(d, lower, inv_den, cp, out=None):

@@ -255,3 +255,32 @@ def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_
         assert shared.solve_locally({}, got, op, ("z", m)) is got
         np.testing.assert_array_equal(got.get(), want.get(), err_msg=str(m))
         assert not tridiagonal.solve_rows_in_place(factored.to(cupy), cupy.asfortranarray(field))
+
+
+@pytest.mark.parametrize("implicit", ["none", "z", "xyz"])
+@pytest.mark.parametrize("time", [{"dt": 0.01}, {"cfl": 0.5, "dt_max": 0.002}, {"cfl": 0.5, "dt_max": 0.05}],
+                         ids=["fixed-dt", "cfl-held-at-dt_max", "cfl"])
+def test_a_captured_step_gives_the_uncaptured_fields_bit_for_bit(cupy, implicit, time):
+    """Steps replayed from a CUDA graph (a fixed dt, or the CFL step held at dt_max) give the fields,
+    clock and forcing of the uncaptured steps bit for bit; a step size that changes every step is
+    never captured, and the steps run as before."""
+    import dask
+
+    import daskflow.settings  # noqa: F401 - its keys registered before the override, not inside it
+
+    runs = {}
+    for points in (0, 1 << 22):
+        cfg = copy.deepcopy(CHANNEL)
+        cfg["time"] = {**time, "implicit_diffusion": implicit}
+        cfg["solver"] = {"pencils": [1, 1], "device": "gpu"}
+        with dask.config.set({"daskflow.cuda-graph-points": points}):
+            runs[points] = Simulation(cfg).run(steps=8)
+    plain, graphed = runs[0], runs[1 << 22]
+    assert plain._local.steppers[0].graphs is None
+    graphs = graphed._local.steppers[0].graphs
+    if time.get("dt_max") != 0.05:
+        assert graphs.graph is not None and not graphs.failed
+    for name in "uvwp":
+        assert np.array_equal(getattr(plain.state, name).get(), getattr(graphed.state, name).get()), name
+    assert (plain.state.time, plain.state.step, plain.state.forcing_gradient) == \
+        (graphed.state.time, graphed.state.step, graphed.state.forcing_gradient)

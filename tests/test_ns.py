@@ -1,5 +1,7 @@
 """Navier-Stokes solver: projection, accuracy in space and time, laminar flows, forcing."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,9 @@ def test_operators_divergence_of_gradient_is_the_poisson_operator(rng):
     padded = [ops.pad(gr, bcs.components[i], i) for i, gr in enumerate(grads)]
     lap = PoissonSolver(grid, bcs.p).apply(np.asfortranarray(phi))
     np.testing.assert_allclose(ops.divergence(*padded, m), lap, rtol=1e-12, atol=1e-10)
+
+
+def test_numpy_steps_are_never_captured_as_cuda_graphs():
+    """CUDA graphs (daskflow.ns.graphs) are for single-pencil GPU steps only."""
+    sim = Simulation(copy.deepcopy(CHANNEL)).run(steps=2)
+    assert sim._local.steppers[0].graphs is None

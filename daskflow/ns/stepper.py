@@ -52,6 +52,7 @@ class State:
 
 
 VELOCITY = ("u", "v", "w")
+_UNSET = object()
 
 
 class Stepper:
@@ -65,6 +66,7 @@ class Stepper:
         self.nu, self.forcing, self.implicit = nu, forcing, implicit
         self.advection = advection
         self.tableau = WRAY
+        self.graphs = _UNSET  # CUDA graphs of the step (daskflow.ns.graphs), decided at the first step
 
     @property
     def metrics(self) -> ops.Metrics:
@@ -114,16 +116,35 @@ class Stepper:
     def step(self, state: State, dt) -> State:
         """One RK3 step of size ``dt``, or of ``dt(rate)`` when ``dt`` is a function of the
         domain-wide advective rate (:meth:`local_rate` maximised over the domain): that maximum then
-        rides on the step's first halo exchange instead of a reduction round of its own."""
+        rides on the step's first halo exchange instead of a reduction round of its own. A
+        single-pencil GPU step may replay a CUDA graph of itself (:mod:`daskflow.ns.graphs`)."""
+        if self.graphs is _UNSET:
+            from daskflow.ns import graphs
+
+            self.graphs = graphs.for_stepper(self, state)
+        if self.graphs is not None:
+            if callable(dt):  # the rate first (one pencil: nothing to exchange), then a step of known size
+                dt = dt(self.local_rate(state))
+            if self.graphs.step(state, dt):
+                return state
+        self.finish_step(state, self.substeps(state, dt))
+        return state
+
+    def substeps(self, state: State, dt) -> float:
+        """The three substeps of :meth:`step` (the device's work, nothing waits for it); returns
+        the step size used."""
         for s in range(3):
             dt = self.substep(state, s, dt)
         state.history = []  # beta[0] = 0: no right-hand side is needed across steps
+        return dt
+
+    def finish_step(self, state: State, dt: float) -> None:
+        """The host's part of a step of size ``dt``: its clock, and the forcing gradient as a number."""
         # the flow-rate forcing's correction stayed on the device through the substeps: one wait
         state.forcing_gradient = float(state.forcing_gradient)
         state.time += dt
         state.step += 1
         state.dt = dt
-        return state
 
     def _implicit(self, increments: dict, alpha: float) -> dict:
         """The implicit solves of ``increments[component]`` (in place)."""

@@ -56,6 +56,13 @@ def _z_rows(plan: SpectralPlan) -> list[slice]:
     return [plan.z_rows(q) for q in range(plan.decomposition.pz)]
 
 
+def _singular_solve(plan: SpectralPlan, xp, raw):
+    """The singular column's solution from its raw right-hand side ``raw`` (``m``): the plan's dense
+    map applied as a product and a sum over its rows, kernels a CUDA graph can capture (CuPy's
+    cuBLAS calls cannot be, :mod:`daskflow.ns.graphs`)."""
+    return (plan.device("singular_solution", xp) * raw[None, :]).sum(axis=1)
+
+
 # ---------------------------------------------------------------- whole columns
 
 
@@ -72,7 +79,7 @@ def thomas(plan: SpectralPlan, key, block, *_):
     raw = d[:, 0, 0].copy() if singular else None
     tridiagonal.solve_shifted(d, _z_op(plan, xp), shift)
     if singular:
-        d[:, 0, 0] = plan.device("singular_solution", xp) @ raw
+        d[:, 0, 0] = _singular_solve(plan, xp, raw)
     _fill_top_face(block, m)
     return block
 
@@ -137,7 +144,7 @@ def reduced_solve(plan: SpectralPlan, key, pieces, factor):
     x = factor.solve(xp.concatenate([rows for rows, _ in pieces]))
     full = None
     if _holds_singular_column(plan, key[0], plan.decomposition.reduced[key[1]]):
-        full = plan.device("singular_solution", xp) @ xp.concatenate([raw for _, raw in pieces])
+        full = _singular_solve(plan, xp, xp.concatenate([raw for _, raw in pieces]))
         z_rows = _z_rows(plan)
         offsets = reduced_offsets(z_rows)
         for q, rows in enumerate(z_rows):

@@ -41,16 +41,17 @@ def for_stepper(stepper, state) -> StepGraphs | None:
         return None
     if state.u.size > limit:
         return None
-    return StepGraphs(stepper)
+    return StepGraphs()
 
 
 class StepGraphs:
-    """Capture and replay of ``stepper``'s steps (see the module docstring)."""
+    """Capture and replay of a stepper's steps (see the module docstring). It holds no reference to
+    the stepper (which holds it): a worker's stepper of one run, and with it the graph and its
+    pool, goes as soon as the run ends."""
 
-    def __init__(self, stepper) -> None:
+    def __init__(self) -> None:
         import cupy
 
-        self.stepper = stepper
         self.pool = cupy.cuda.MemoryPool()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.dt: float | None = None  # the step size of the previous step
@@ -60,9 +61,9 @@ class StepGraphs:
         self.gradient = None  # the forcing gradient the graph writes (a device scalar), or a float
         self.failed = False
 
-    def step(self, state, dt: float) -> bool:
-        """Advance ``state`` by one step of size ``dt`` from a graph when there is (or now can be)
-        one for ``dt``; ``False`` when the caller must run the step itself."""
+    def step(self, stepper, state, dt: float) -> bool:
+        """Advance ``state`` by one step of ``stepper`` of size ``dt`` from a graph when there is (or
+        now can be) one for ``dt``; ``False`` when the caller must run the step itself."""
         import cupy
 
         if self.failed:
@@ -73,16 +74,16 @@ class StepGraphs:
         if self.graph is None:
             if not self.warm:
                 with cupy.cuda.using_allocator(self.pool.malloc):
-                    self.stepper.substeps(state, dt)
-                self.stepper.finish_step(state, dt)
+                    stepper.substeps(state, dt)
+                stepper.finish_step(state, dt)
                 self.warm = True
                 return True
-            if not self._capture(state, dt):
+            if not self._capture(stepper, state, dt):
                 return False
-        self._replay(state, dt)
+        self._replay(stepper, state, dt)
         return True
 
-    def _capture(self, state, dt: float) -> bool:
+    def _capture(self, stepper, state, dt: float) -> bool:
         import cupy
 
         from daskflow.ns.stepper import State
@@ -97,7 +98,7 @@ class StepGraphs:
             with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
                 self.stream.begin_capture()
                 try:
-                    self.stepper.substeps(shadow, dt)
+                    stepper.substeps(shadow, dt)
                     for buffer, name in zip(self.buffers, FIELDS, strict=True):
                         if getattr(shadow, name) is not buffer:  # close the loop: the next replay reads them
                             buffer[...] = getattr(shadow, name)
@@ -115,7 +116,7 @@ class StepGraphs:
         self.graph = graph
         return True
 
-    def _replay(self, state, dt: float) -> None:
+    def _replay(self, stepper, state, dt: float) -> None:
         import cupy
 
         current = cupy.cuda.get_current_stream()
@@ -128,4 +129,4 @@ class StepGraphs:
         state.u, state.v, state.w, state.p = self.buffers
         state.history = []
         state.forcing_gradient = self.gradient
-        self.stepper.finish_step(state, dt)
+        stepper.finish_step(state, dt)

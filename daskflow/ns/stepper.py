@@ -125,7 +125,7 @@ class Stepper:
         if self.graphs is not None:
             if callable(dt):  # the rate first (one pencil: nothing to exchange), then a step of known size
                 dt = dt(self.local_rate(state))
-            if self.graphs.step(state, dt):
+            if self.graphs.step(self, state, dt):
                 return state
         self.finish_step(state, self.substeps(state, dt))
         return state

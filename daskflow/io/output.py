@@ -115,6 +115,7 @@ class Output:
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}
         self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0)
+        self._arrays: dict[str, dict] = {}  # records groups' arrays, opened at their first flush
         self._flushed = time.monotonic()
 
     @property
@@ -134,20 +135,28 @@ class Output:
                                          or time.monotonic() - self._flushed >= FLUSH_SECONDS):
                 self.flush()
 
-    def flush(self, commit: bool = False) -> None:
-        """Append the buffered records and commit the store when there were any, when metadata
-        changed since the last commit, or when ``commit`` (``rank0`` only: the other participants
-        buffer and change nothing)."""
-        if not (commit or self._touched or any(self._pending.values())):
+    def flush(self, commit: bool = False, append: bool = True) -> None:
+        """Append the buffered records (unless not ``append``) and commit the store when there were
+        any, when metadata changed since the last commit, or when ``commit`` (``rank0`` only: the
+        other participants buffer and change nothing)."""
+        if not (commit or self._touched or (append and any(self._pending.values()))):
             return
         for name, records in self._pending.items():
-            if records:
-                store.append_records(self.root[name], records)
+            if append and records:
+                store.append_records(self._record_arrays(name), records)
                 self._touched.add(name)
                 records.clear()
         store.commit(self.path, changed=self._touched)
         self._touched.clear()
         self._flushed = time.monotonic()
+
+    def _record_arrays(self, group: str) -> dict:
+        """The arrays of a records group (``scalars``, ``profiles``), opened once per writer: each
+        opening reads the array's metadata from the store, and every flush appends to all of them."""
+        if group not in self._arrays:
+            live = self.root[group]
+            self._arrays[group] = {name: live[name] for name in live.array_keys()}
+        return self._arrays[group]
 
     def final(self, stepper, state, fields: bool, checkpoint: bool) -> None:
         """The end of a run: the last field snapshot and a checkpoint of the last step (each only
@@ -220,9 +229,9 @@ class Output:
         for name in store.FIELD_DIMS:  # one field at a time: a writer holds at most its chunks of one field
             write_record(domain, {name: group[name]}, index, boxes, {name: getattr(state, name)})
         domain.barrier()
-        if domain.rank0:  # every chunk of the snapshot is written: readers may see it
+        if domain.rank0:  # every chunk of the snapshot is written: readers may see it (the records wait)
             self._touched.add("fields")
-            self.flush(commit=True)
+            self.flush(commit=True, append=False)
 
     def slices(self, stepper, state) -> None:
         """Planes of every field at the chosen cell centres, gathered into whole chunks."""
@@ -258,7 +267,7 @@ class Output:
         domain.barrier()
         if domain.rank0:
             self._touched.add("slices")
-            self.flush(commit=True)
+            self.flush(commit=True, append=False)
 
     def checkpoint(self, stepper, state) -> None:
         """Write the state into the other slot and make it current. Refused (``NonFiniteState``, on

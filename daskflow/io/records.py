@@ -14,14 +14,15 @@ from daskflow.io.layout import slice_planes
 from daskflow.run_config import SlicesConfig
 
 
-def append_records(group, records: list[dict]) -> None:
-    """Append ``records`` (dicts of the same names) along ``time`` to the group's live arrays, one
-    resize and one write per array (one writer: the caller; visible after :func:`commit`)."""
+def append_records(arrays, records: list[dict]) -> None:
+    """Append ``records`` (dicts of the same names) along ``time`` to the live arrays of a records
+    group (the group, or its arrays by name), one resize and one write per array (one writer: the
+    caller; visible after :func:`commit`)."""
     if not records:
         return
-    n = group["time"].shape[0]
+    n = arrays["time"].shape[0]
     for name in records[0]:
-        array = group[name]
+        array = arrays[name]
         array.resize((n + len(records), *array.shape[1:]))
         array[n:] = np.stack([np.asarray(record[name]) for record in records])
 

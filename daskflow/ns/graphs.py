@@ -19,6 +19,7 @@ second copy of the step's temporaries.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from daskflow.backend import is_cupy_array
@@ -86,12 +87,9 @@ class StepGraphs:
     def _capture(self, stepper, state, dt: float) -> bool:
         import cupy
 
-        from daskflow.ns.stepper import State
-
         self.buffers = [getattr(state, name).copy() for name in FIELDS]
         gradient_buffer = cupy.empty((), dtype=state.u.dtype)  # allocated outside the capture, as the buffers
-        shadow = State(*self.buffers, time=state.time, step=state.step, dt=state.dt,
-                       forcing_gradient=state.forcing_gradient)
+        shadow = dataclasses.replace(state, **dict(zip(FIELDS, self.buffers, strict=True)), history=[])
         self.stream.wait_event(cupy.cuda.get_current_stream().record())
         graph = None
         try:

@@ -25,7 +25,7 @@ import time
 import numpy as np
 import zarr
 
-from daskflow.backend import array_module, to_numpy
+from daskflow.backend import array_module, device_constant, to_numpy
 from daskflow.io import store
 from daskflow.ns import operators as ops
 from daskflow.run_config import OutputConfig
@@ -42,7 +42,7 @@ def flow_scalars(stepper, state, nu: float) -> dict:
 
     domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
     xp = array_module(state.u)
-    dz = xp.asarray(domain.dz())[None, None, :]
+    dz = device_constant(xp, domain.dz())[None, None, :]  # uploaded once, not at every record
     padded = domain.pad_velocity([state.u, state.v, state.w])
     zero = xp.zeros((), dtype=state.u.dtype)
     local = {  # name: (value on this pencil, how the pencils' values combine); 0-d arrays where the fields live

@@ -239,6 +239,41 @@ def plot_transposes(results, figures) -> str | None:
     return _save(fig, figures, "transposes.png")
 
 
+def plot_channel_weak_scaling(results, figures) -> str | None:
+    """Weak-scaling efficiency of the channel step from the comparison documents of one call (``one_new``,
+    ``two_new``, ``four_new`` and their ``_base`` twins: a channel_step document each, or its rows)."""
+    docs = [(n, d) for n, d in results.items() if {"one_new", "two_new", "four_new"} <= d.keys()]
+    if not docs:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for name, d in docs:
+        for version, style in (("new", "-o"), ("base", ":x")):
+            if f"one_{version}" not in d:
+                continue
+            one = d[f"one_{version}"]
+            rows = [r for key in (f"two_{version}", f"four_{version}") for r in d.get(key, [])]
+            for field, how, colour in (("seconds_per_step", "runs of 10 steps", "tab:blue"),
+                                       ("seconds_per_step_steady", "steady", "tab:orange")):
+                eff = {tuple(r["pencils"]): one[field] / r[field] for r in rows}
+                slabs = [(1, 1.0)] + [(p[0], eff[p]) for p in ((2, 1), (4, 1)) if p in eff]
+                ax.plot(*zip(*slabs, strict=True), style, color=colour,
+                        label=f"y-slabs (n, 1), {how}, {version} ({name.removesuffix('.json')})")
+                if (2, 2) in eff:
+                    ax.plot([4.15], [eff[(2, 2)]], style[-1], color=colour, markersize=7,
+                            label=f"(2, 2), {how}, {version}")
+    for gpus, target, text in ((2, 0.90, "target (2, 1)"), (4, 0.85, "target, best"), (4.15, 0.75, "target (2, 2)")):
+        ax.plot([gpus], [target], "k_", markersize=18)
+        ax.annotate(text, (gpus, target), textcoords="offset points", xytext=(9, -3), fontsize=6)
+    ax.set_xticks([1, 2, 4])
+    ax.set_xlabel("GPUs (512 × 256 × 144 per GPU; (2, 2) drawn beside 4)")
+    ax.set_ylabel("weak-scaling efficiency")
+    ax.set_title(f"Channel step, z-implicit: weak scaling ({docs[0][1]['one_new'].get('device', '?')}, one call)",
+                 fontsize=9)
+    ax.legend(fontsize=5, loc="lower left")
+    return _save(fig, figures, "channel_weak_scaling.png")
+
+
 def plot_channel_breakdown(results, figures) -> str | None:
     docs = [(n, d) for n, d in results.items()
             if d.get("benchmark") == "channel_step" and "per_substep_breakdown_ms" in d]
@@ -512,7 +547,9 @@ def generated(results, unknown, used, figures, out_dir, results_dir) -> str:
                       _table(["GPUs", "grid", "pencils", "granularity", "FTM ms", "P-TDMA ms", "FTM / P-TDMA",
                               "chained FTM / P-TDMA"], rows), ""]
     parts += ["### Transposes vs the raw links\n", _fig(plot_transposes(results, figures), out_dir, "transposes"), ""]
-    parts += ["### Channel time step\n", _fig(plot_channel_breakdown(results, figures), out_dir, "channel breakdown"),
+    parts += ["### Channel time step\n",
+              _fig(plot_channel_weak_scaling(results, figures), out_dir, "channel weak scaling"), "",
+              _fig(plot_channel_breakdown(results, figures), out_dir, "channel breakdown"),
               "", table_channel_step({n: d for n, d in results.items() if d.get("benchmark") == "channel_step"}), ""]
     parts.append(model_section(perfmodel.validate(results_dir, perfmodel.H200_DASK), figures, out_dir))
     parts.append(refit_section(results_dir))

@@ -89,6 +89,16 @@ def raw_kernel(source: str, name: str, options: tuple = ()):
     return _raw_kernel(source, name, cupy.cuda.runtime.getDevice(), tuple(options))
 
 
+def element_strides(a) -> tuple:
+    """The strides of array ``a`` in elements, as the ``int64`` arguments a raw kernel takes."""
+    return _element_strides(a.strides, a.itemsize)
+
+
+@functools.lru_cache(maxsize=256)
+def _element_strides(strides: tuple, itemsize: int) -> tuple:
+    return tuple(np.int64(s // itemsize) for s in strides)
+
+
 def device_name(xp: ModuleType) -> str:
     """Human-readable name of the device an array module computes on."""
     if xp is np:

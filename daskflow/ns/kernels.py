@@ -24,6 +24,7 @@ import functools
 import numpy as np
 
 from daskflow.backend import device_constant, raw_kernel
+from daskflow.backend import element_strides as _strides
 
 # The kernels that repeat the array code's operations one by one, in its order and precision, are
 # compiled without fused multiply-adds: they give its bits (the array code runs every operation as a
@@ -364,15 +365,6 @@ extern "C" __global__ void laplacian_field(const T* A, T* out, const double* zup
     }}
 }}
 """
-
-
-def _strides(a) -> tuple:
-    return _element_strides(a.strides, a.itemsize)
-
-
-@functools.lru_cache(maxsize=256)
-def _element_strides(strides: tuple, itemsize: int) -> tuple:
-    return tuple(np.int64(s // itemsize) for s in strides)
 
 
 def _launch(kernel, plane: int, rows: int, args: tuple) -> None:

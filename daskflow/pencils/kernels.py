@@ -9,9 +9,11 @@ coalesced. It moves bits: any 4-, 8- or 16-byte element type.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from daskflow.backend import raw_kernel
+from daskflow.backend import element_strides, raw_kernel
 
 _SOURCE = r"""
 typedef {T} T;
@@ -35,6 +37,11 @@ extern "C" __global__ void swap_last_axes(const T* src, T* dst, const long long 
 _BIT_TYPES = {4: "float", 8: "double", 16: "double2"}  # element types by size: the kernel moves bits
 
 
+@functools.cache
+def _source(itemsize: int) -> str:
+    return _SOURCE.format(T=_BIT_TYPES[itemsize])
+
+
 def swap_last_axes(a):
     """A C-contiguous copy of CuPy ``a`` ``(nb, rows, cols)`` (any strides) with its last two axes
     swapped: ``(nb, cols, rows)``."""
@@ -44,7 +51,7 @@ def swap_last_axes(a):
     out = cupy.empty((nb, cols, rows), dtype=a.dtype)
     if out.size == 0:
         return out
-    kernel = raw_kernel(_SOURCE.format(T=_BIT_TYPES[a.itemsize]), "swap_last_axes")
-    strides = (np.int64(s // a.itemsize) for s in a.strides)
-    kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1), (a, out, *strides, np.int32(rows), np.int32(cols)))
+    kernel = raw_kernel(_source(a.itemsize), "swap_last_axes")
+    kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1),
+           (a, out, *element_strides(a), np.int32(rows), np.int32(cols)))
     return out

@@ -149,6 +149,8 @@ class FactoredTridiagonal:
     def to(self, xp) -> FactoredTridiagonal:
         """The same factorisation with its arrays in array module ``xp`` (set-up: one transfer of all
         five: with a time step that changes every step, the z-implicit solves set up three per substep)."""
+        if xp is np:
+            return self  # factorised on the host: nothing to move
         names = ("lower", "inv_den", "cp", "zz", "vlast")
         host = [np.asarray(getattr(self, f), dtype=np.float64) for f in names]
         flat = xp.asarray(np.concatenate([h.ravel() for h in host]))

@@ -44,11 +44,13 @@ def flow_scalars(stepper, state, nu: float) -> dict:
     xp = array_module(state.u)
     dz = device_constant(xp, domain.dz())[None, None, :]  # uploaded once, not at every record
     padded = domain.pad_velocity([state.u, state.v, state.w])
-    zero = xp.zeros((), dtype=state.u.dtype)
+    def wall_sum(plane: int, holds_wall: bool):
+        return state.u[:, :, plane].sum() if holds_wall else xp.zeros((), dtype=state.u.dtype)
+
     local = {  # name: (value on this pencil, how the pencils' values combine); 0-d arrays where the fields live
         "div_max": (abs(ops.divergence(*padded, m)).max(), "max"),
-        "bottom": (state.u[:, :, 0].sum() if domain.region[2].start == 0 else zero, "sum"),
-        "top": (state.u[:, :, -1].sum() if domain.region[2].stop == grid.shape[2] else zero, "sum"),
+        "bottom": (wall_sum(0, domain.region[2].start == 0), "sum"),
+        "top": (wall_sum(-1, domain.region[2].stop == grid.shape[2]), "sum"),
         "energy": ((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum(), "sum"),
         "u_dz": (weighted_sum(state.u, domain.dz()), "sum"),
     }

@@ -112,6 +112,9 @@ def distributed(args) -> list[dict]:
                 with profile_workers(client) as reports:
                     sim.run(steps=args.steps)
                     phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
+                with profile_workers(client, events=True) as reports:
+                    sim.run(steps=args.steps)
+                    timeline = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
                 row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
                        "pencils": pencils, "comm": sim.comm, "protocol": args.protocol,
                        "implicit_diffusion": args.implicit,
@@ -120,8 +123,10 @@ def distributed(args) -> list[dict]:
                        "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
                        "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
                        "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
+                       "device_phases_ms_per_step": timeline,
                        "halo_round_ms": _halo_round_ms(list(phases.values())),
                        "exchange_fraction": _exchange_fraction(phases),
+                       "device_exchange_fraction": _device_exchange_fraction(timeline),
                        "note": "one fused task per worker per run; all steps of a run inside it"}
                 print(json.dumps(row), file=sys.stderr)
                 rows.append(row)
@@ -138,14 +143,27 @@ def _exchange_fraction(phases: dict) -> float:
     return max(sum(v for k, v in p.items() if k.startswith("waiting")) / p["task"] for p in phases.values())
 
 
+#: phases timed inside others (a phase's exchanges) or beside them (waits for peers)
+NESTED = ("waiting", "exchange:")
+
+
+def _device_exchange_fraction(timeline: dict) -> float:
+    """The largest share of a worker's device time spent in exchanges (cutting pieces, moving them,
+    waiting for the peers' on the stream), from an event-timed profile."""
+    return max(sum(v for k, v in p.items() if k.startswith("exchange:")) / p["task"] for p in timeline.values())
+
+
 def _per_step_ms(report: dict, steps: int) -> dict:
     """A worker's phase report as ms per step, the local operators being the task's remainder, and
     the mean time of one halo round."""
     out = {phase: 1e3 * entry["seconds"] / steps for phase, entry in report.items()}
-    timed = sum(v for k, v in out.items() if k != "task" and not k.startswith("waiting"))
+    timed = sum(v for k, v in out.items() if k != "task" and not k.startswith(NESTED))
     out["local operators (rest)"] = out["task"] - timed
     if report.get("halo", {}).get("calls"):
         out["halo_ms_per_call"] = 1e3 * report["halo"]["seconds"] / report["halo"]["calls"]
+    for phase, entry in report.items():
+        if "lag" in entry:  # device timeline: how far the device ran behind the host, mean per call
+            out[f"lag_ms_per_call: {phase}"] = 1e3 * entry["lag"] / entry["calls"]
     return out
 
 

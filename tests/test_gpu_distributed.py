@@ -103,6 +103,36 @@ def test_channel_on_gpu_workers_equals_numpy(cuda_client):
         assert abs(sim.bulk_velocity() - 0.6667) < 1e-12
 
 
+def test_event_profile_leaves_the_run_unchanged(cuda_client):
+    """An event-timed profile (``profile_workers(events=True)``) charges every phase on the device's
+    timeline, its exchanges inside the phases that make them, and changes no field bit."""
+    import copy
+
+    from daskflow import Simulation
+    from daskflow.profiling import profile_workers
+
+    gpus = len(cuda_client.scheduler_info()["workers"])
+    cfg = {"grid": {"shape": [16, 8 * gpus, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
+           "physics": {"nu": 0.01}, "boundaries": {"preset": "channel"},
+           "initial": {"kind": "turbulent_channel", "amplitude": 0.3},
+           "time": {"dt": 0.01, "implicit_diffusion": "z"}, "solver": {"pencils": [gpus, 1], "device": "gpu"}}
+    plain, timed = (Simulation(copy.deepcopy(cfg), client=cuda_client).run(steps=1) for _ in range(2))
+    plain.run(steps=2)
+    with profile_workers(cuda_client, events=True) as collect:
+        timed.run(steps=2)
+        reports = collect()
+    for name in "uvwp":
+        a, b = (getattr(sim, name).map_blocks(_to_host, dtype=float).compute() for sim in (plain, timed))
+        np.testing.assert_array_equal(a, b)
+    assert len(reports) == gpus
+    for report in reports.values():
+        task = report["task"]["seconds"]
+        assert report["halo"]["calls"] == 18 and report["poisson"]["calls"] == 6
+        assert report["exchange: transport"]["calls"] >= 24
+        assert 0 < sum(e["seconds"] for p, e in report.items() if p in ("halo", "poisson", "implicit")) < task
+        assert all("lag" in entry for entry in report.values())
+
+
 def test_gpu_workers_write_their_pencils_to_the_store(cuda_client, tmp_path):
     """CuPy pencils are written from the GPU workers that own them; the store equals a CPU run's."""
     import copy

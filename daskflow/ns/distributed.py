@@ -25,7 +25,7 @@ from daskflow.ns.placement import placed, read_pencil, set_pencil, to_device
 from daskflow.ns.stepper import State
 from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
-from daskflow.profiling import PhaseClock, TimedDomain, device_sync, merge, phases_enabled
+from daskflow.profiling import PhaseClock, TimedDomain, merge, phase_clock, phases_enabled
 
 
 def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, body, comm=None, scope=None):
@@ -45,7 +45,9 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
         transport = communicator(worker, comm, exchange_timeout(), run_id)
         member = Member(worker.address, workers, plan.poisson_plan.decomposition.pz, transport, run_id, scope)
         domain = FlowDomain(plan, member)
-        clock = PhaseClock(device_sync(plan.device)) if phases_enabled() else None
+        clock = phase_clock(plan.device) if phases_enabled() else None
+        if clock is not None:  # the exchanges' cuts and transfers as phases of their own
+            domain.ex.clock = domain.ex_pressure.clock = clock
         stepper = runs.stepper_for(plan, domain if clock is None else TimedDomain(domain, clock))
         if clock is None:
             out = body(stepper, state, worker)

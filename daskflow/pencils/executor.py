@@ -20,6 +20,7 @@ transport (:mod:`daskflow.pencils.transport`, :mod:`daskflow.pencils.team`);
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,11 @@ def run_of(tag) -> str:
     return str(tag[0]).split("/", 1)[0]
 
 
+def _untimed(phase: str) -> contextlib.AbstractContextManager:
+    """The phase clock of an unprofiled run: times nothing."""
+    return contextlib.nullcontext()
+
+
 class DirectExecutor:
     """One participant's part of an algorithm: the chunks ``owner`` assigns to ``me``, its exchanges
     one call each into ``transport`` (every participant makes the same sequence of calls, so pieces
@@ -82,6 +88,7 @@ class DirectExecutor:
         self.scope = scope or run_id
         self.exchanges = 0
         self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
+        self.clock: Callable = _untimed  # a profiled run's phase clock (daskflow.profiling)
 
     def _mine(self, keys) -> list:
         return [k for k in keys if self.owner(k) == self.me]
@@ -95,23 +102,25 @@ class DirectExecutor:
         xid = (self.run_id, self.exchanges)
         dests = list(dests)
         outgoing, incoming = [], []
-        for d in dests:
-            receiver = self.owner(d)
-            frozen_d = None
-            for s in sources(d):
-                sender = self.owner(s)
-                if sender != self.me and receiver != self.me:
-                    continue  # a pair between two other participants: nothing to tag here
-                frozen_d = freeze(d) if frozen_d is None else frozen_d
-                tag = (*xid, freeze(s), frozen_d)
-                if sender == self.me:
-                    outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
-                if receiver == self.me:
-                    incoming.append((sender, tag))
+        with self.clock("exchange: cut pieces"):
+            for d in dests:
+                receiver = self.owner(d)
+                frozen_d = None
+                for s in sources(d):
+                    sender = self.owner(s)
+                    if sender != self.me and receiver != self.me:
+                        continue  # a pair between two other participants: nothing to tag here
+                    frozen_d = freeze(d) if frozen_d is None else frozen_d
+                    tag = (*xid, freeze(s), frozen_d)
+                    if sender == self.me:
+                        outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
+                    if receiver == self.me:
+                        incoming.append((sender, tag))
         start = time.perf_counter()
         try:
-            received = self.transport.exchange(outgoing, incoming, run_of(xid),
-                                               site=None if site is None else f"{self.scope}:{site}")
+            with self.clock("exchange: transport"):
+                received = self.transport.exchange(outgoing, incoming, run_of(xid),
+                                                   site=None if site is None else f"{self.scope}:{site}")
         finally:
             self.waited += time.perf_counter() - start
         out = {}

@@ -113,7 +113,8 @@ def test_event_profile_leaves_the_run_unchanged(cuda_client):
 
     gpus = len(cuda_client.scheduler_info()["workers"])
     cfg = {"grid": {"shape": [16, 8 * gpus, 24], "lengths": [4.0, 2.0, 2.0], "z_stretch": 1.8},
-           "physics": {"nu": 0.01}, "boundaries": {"preset": "channel"},
+           "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [0.6667, 0.0]}},
+           "boundaries": {"preset": "channel"},
            "initial": {"kind": "turbulent_channel", "amplitude": 0.3},
            "time": {"dt": 0.01, "implicit_diffusion": "z"}, "solver": {"pencils": [gpus, 1], "device": "gpu"}}
     plain, timed = (Simulation(copy.deepcopy(cfg), client=cuda_client).run(steps=1) for _ in range(2))

@@ -4,6 +4,7 @@ solves across the chunks of a column group (a team of threads) against one local
 import numpy as np
 import pytest
 
+from daskflow.backend import to_numpy
 from daskflow.pencils import Decomposition
 from daskflow.pencils.executor import Member
 from daskflow.pencils.team import Team
@@ -32,8 +33,9 @@ def _operator(rng, m: int, periodic: bool) -> Tridiagonal:
     return Tridiagonal(-lower, 1.0 + lower + upper + rng.uniform(0, 0.5, m), -upper, periodic)
 
 
-def _solve_on_a_team(shape, pencils, fields: dict, operators: dict) -> dict:
-    """``solve_distributed`` by every participant of a team on its x-pencil; the solved fields whole."""
+def _solve_on_a_team(shape, pencils, fields: dict, operators: dict, place=np.asfortranarray) -> dict:
+    """``solve_distributed`` by every participant of a team on its x-pencil (``place``: the chunk as the
+    participant holds it); the solved fields whole, as NumPy arrays."""
     dec = Decomposition(shape, shape[:2], pencils)
     team = Team(pencils[0] * pencils[1])
     out = {c: np.empty(shape, order="F") for c in fields}
@@ -43,10 +45,11 @@ def _solve_on_a_team(shape, pencils, fields: dict, operators: dict) -> dict:
         member = Member(me, team.members, pencils[1], team.transports[me], "test")
         key = next(k for k in dec.indices if member.owner(k) == me)
         where = (slice(None), dec.y[key[0]], dec.z[key[1]])
-        mine = {c: np.asfortranarray(f[where]) for c, f in fields.items()}
+        mine = {c: place(f[where]) for c, f in fields.items()}
         solved = solve_distributed(member.executor(None, "z"), dec, key, {}, mine, operators, 0.1)
         for c, f in solved.items():
-            out[c][where] = f
+            assert f is mine[c]  # in place
+            out[c][where] = to_numpy(f)
 
     team.run(body)
     return out
@@ -66,3 +69,22 @@ def test_shared_matrix_solves_across_a_column_group_equal_one_local_solve(pencil
     for c in operators:
         np.testing.assert_allclose(got[c], want[c], rtol=0, atol=1e-13 * np.abs(want[c]).max())
     np.testing.assert_array_equal(got[2][:, :, -1], fields[2][:, :, -1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pencils", [(1, 2), (2, 3)])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_a_c_ordered_gpu_field_is_reduced_along_its_rows_with_the_column_bits(cupy, pencils, periodic):
+    """C-ordered CuPy chunks are reduced and reconstructed along their z rows (no transposed copy);
+    the solution has the bits of Fortran-ordered chunks solved as columns, over rows not a multiple
+    of a warp and chunks longer than a tile."""
+    rng = np.random.default_rng(5)
+    shape = (5, 7, 83)
+    operators = {0: _operator(rng, shape[2], periodic), 2: _operator(rng, shape[2] - 1, periodic)}
+    fields = {c: np.asfortranarray(rng.standard_normal(shape)) for c in operators}
+    rows = _solve_on_a_team(shape, pencils, fields, operators, lambda a: cupy.asarray(np.ascontiguousarray(a)))
+    columns = _solve_on_a_team(shape, pencils, fields, operators, cupy.asfortranarray)
+    want = {c: solve_locally({}, f.copy(order="F"), operators[c], (c, 0.1)) for c, f in fields.items()}
+    for c in operators:
+        np.testing.assert_array_equal(rows[c], columns[c])
+        np.testing.assert_allclose(rows[c], want[c], rtol=0, atol=1e-13 * np.abs(want[c]).max())

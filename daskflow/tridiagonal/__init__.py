@@ -4,11 +4,14 @@ along z built on them, in one chunk or across chunks, are :mod:`daskflow.zsolve`
 
 from daskflow.tridiagonal.cyclic_reduction import (
     ReducedChunk,
+    along_rows,
     boundary_rows,
     precompute,
     reconstruct,
+    reconstruct_rows,
     reduce,
     reduce_reference,
+    reduce_rows,
     reduced_system,
 )
 from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_rows_in_place, solve_shifted
@@ -16,11 +19,14 @@ from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_rows_in_place
 __all__ = [
     "FactoredTridiagonal",
     "ReducedChunk",
+    "along_rows",
     "boundary_rows",
     "precompute",
     "reconstruct",
+    "reconstruct_rows",
     "reduce",
     "reduce_reference",
+    "reduce_rows",
     "reduced_system",
     "solve_rows_in_place",
     "solve_shifted",

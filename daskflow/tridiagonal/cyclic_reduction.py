@@ -141,6 +141,46 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
     return d
 
 
+def along_rows(field, m: int, chunk: ReducedChunk) -> bool:
+    """Whether :func:`reduce_rows` and :func:`reconstruct_rows` serve the first ``m`` values of
+    every row of ``field``: a C-contiguous real CuPy array ``(..., n >= m)`` and one matrix shared by
+    every row (``chunk`` of one coefficient column). A C-ordered GPU field is then reduced along
+    its z rows with no transposed copy of it into columns and back."""
+    return (is_cupy_array(field) and field.dtype.kind == "f" and field.flags.c_contiguous and m > 0
+            and field.shape[-1] >= m and chunk.inv_b.shape[1] == 1)
+
+
+def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> list:
+    xp = array_module(field)
+    return [xp.ascontiguousarray(xp.asarray(getattr(chunk, n), dtype=field.dtype).ravel()) for n in names]
+
+
+def reduce_rows(field, m: int, chunk: ReducedChunk):
+    """:func:`reduce` of the first ``m`` values of every row of ``field`` (:func:`along_rows`), in
+    place, with the same arithmetic in the same order; returns the boundary rows ``(1 or 2, rows)``
+    (rows in C order of ``field``'s leading axes)."""
+    stride = field.shape[-1]
+    nrows = field.size // stride
+    lower, upper, inv_b = _row_coefficients(field, chunk, ("lower", "upper", "inv_b"))
+    kernels.launch("cr_reduce_rows", field.dtype, nrows, field, lower, upper, inv_b, np.int32(m),
+                   np.int64(nrows), np.int64(stride))
+    rows = field.reshape(nrows, stride)
+    return array_module(field).ascontiguousarray(rows[:, [0] if m == 1 else [0, m - 1]].T)
+
+
+def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk):
+    """:func:`reconstruct` of the first ``m`` values of every row of ``field`` (:func:`along_rows`)
+    from the solved boundary values ``first`` and ``last`` (one per row), in place; returns ``field``."""
+    xp = array_module(field)
+    stride = field.shape[-1]
+    nrows = field.size // stride
+    x0, xl = (xp.ascontiguousarray(v, dtype=field.dtype).reshape(-1) for v in (first, last))
+    a, c, inv_b = _row_coefficients(field, chunk, ("a", "c", "inv_b"))
+    kernels.launch("cr_reconstruct_rows", field.dtype, nrows * m, field, x0, xl, a, c, inv_b, np.int32(m),
+                   np.int64(nrows), np.int64(stride))
+    return field
+
+
 def reduced_system(chunks: list[ReducedChunk]):
     """Stack the chunks' boundary rows (in z order) into one tridiagonal system per column.
 

@@ -2,7 +2,7 @@
 
 Every kernel runs one thread per column. Arrays are ``(m, ncols)`` C-contiguous views, so
 consecutive threads touch consecutive addresses at every ``k`` (coalesced), and each thread walks
-its column in ``k``; ``thomas_uniform_rows`` solves rows of an ``(ncols, stride)`` array instead.
+its column in ``k``; the ``_rows`` kernels work on the rows of an ``(nrows, stride)`` array instead.
 Coefficients that depend only on ``k`` are 1-D and broadcast to all threads;
 ``shift`` adds a per-column constant to the diagonal (the x/y eigenvalues). ``T`` is the data type
 (real or complex), ``R`` the real type of the coefficients. Compiled once per type pair.
@@ -163,6 +163,76 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* in
     }
 }
 """,
+    # cr_reduce (below) on rows for one matrix shared by every row: d is (nrows, stride) C-ordered,
+    # each row's first m values one chunk of a system, reduced in place with cr_reduce's arithmetic
+    # in its order; the tiles move through shared memory as in thomas_uniform_rows. Real types only.
+    "cr_reduce_rows": r"""
+extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, const R* inv_b, const int m,
+        const long long nrows, const long long stride) {
+    __shared__ T tile[32][33];
+    const int lane = threadIdx.x;
+    const long long row0 = blockIdx.x * 32LL;
+    const int rows = (int)min(32LL, nrows - row0);
+    T* base = d + row0 * stride;
+    T x = T(0);
+    if (m < 3) return;
+    for (int k0 = 0; k0 < m; k0 += 32) {
+        const int kn = min(32, m - k0);
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
+        __syncwarp();
+        if (lane < rows) {
+            for (int j = 0; j < kn; ++j) {
+                const int k = k0 + j;
+                if (k == 1) x = tile[lane][j];
+                if (k >= 2) {
+                    x = tile[lane][j] - lower[k] * x * inv_b[k - 1];
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+        __syncwarp();
+    }
+    for (int k0 = ((m - 2) / 32) * 32; k0 >= 0; k0 -= 32) {
+        const int kn = min(32, m - 1 - k0);
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
+        __syncwarp();
+        if (lane < rows) {
+            for (int j = kn - 1; j >= 0; --j) {
+                const int k = k0 + j;
+                if (k == m - 2) x = tile[lane][j];
+                if (k <= m - 3) {
+                    x = tile[lane][j] - upper[k] * x * inv_b[k + 1];
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < rows; ++r)
+            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+        __syncwarp();
+    }
+}
+""",
+    # cr_reconstruct on rows (one matrix shared by every row): one thread per value, no recurrence.
+    "cr_reconstruct_rows": r"""
+extern "C" __global__ void cr_reconstruct_rows(T* d, const T* first, const T* last, const R* a, const R* c,
+        const R* inv_b, const int m, const long long nrows, const long long stride) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= nrows * m) return;
+    const long long row = i / m;
+    const int k = (int)(i - row * m);
+    const T x0 = first[row], xl = last[row];
+    T* v = d + row * stride + k;
+    if (k == 0) *v = x0;
+    else if (k == m - 1) *v = xl;
+    else *v = (*v - a[k] * x0 - c[k] * xl) * inv_b[k];
+}
+""",
     # Solve with a factorisation precomputed per column (reduced systems): only d moves.
     "factored_solve": r"""
 extern "C" __global__ void factored_solve(T* d, const R* lower, const R* inv_den,
@@ -239,7 +309,8 @@ _CTYPES = {
     np.dtype(np.complex64): "complex<float>",
 }
 THREADS = 128
-BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows",)  # kernels that stage their tiles by warp: 32 threads a block
+# kernels that stage their tiles by warp: 32 threads a block
+BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows", "cr_reduce_rows")
 
 
 @functools.cache

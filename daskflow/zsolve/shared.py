@@ -75,10 +75,6 @@ class _Part:
         xp = array_module(field)
         self.field = field
         self.m = rows[q].stop - rows[q].start
-        self.cols = z_columns(field, self.m)
-        # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it sends
-        # an empty piece and has nothing to reconstruct.
-        ncols = self.cols.shape[1] * self.cols.shape[2]
 
         def build():  # coefficients change with alpha only: reused while dt stays the same
             # The matrix is the same in every column: its reduction coefficients are one column,
@@ -93,11 +89,24 @@ class _Part:
 
         self.own, self.reduced = cached(cache, key, build)
         self.offsets = reduced_offsets(rows)
+        # A C-ordered GPU field is reduced along its z rows; other fields as columns, a transposed
+        # copy for a C-ordered CPU field. Every chunk of a group decides alike, so the boundary rows'
+        # columns come in one order everywhere (x-major along rows, y-major as columns).
+        self.along_rows = self.own is not None and tridiagonal.along_rows(field, self.m, self.own)
+        if self.along_rows:
+            self.boundary = tridiagonal.reduce_rows(field, self.m, self.own)
+            return
+        self.cols = z_columns(field, self.m)
+        # A chunk may hold no unknown at all (the top wall face of w in a one-point chunk): it sends
+        # an empty piece and has nothing to reconstruct.
+        ncols = self.cols.shape[1] * self.cols.shape[2]
         self.boundary = (tridiagonal.reduce(self.cols, self.own).reshape(-1, ncols) if self.m
                          else xp.zeros((0, ncols), self.cols.dtype))
 
     def finish(self, mine):
         """Reconstruct from this chunk's solved boundary rows ``mine``; returns the solved field."""
+        if self.along_rows:
+            return tridiagonal.reconstruct_rows(self.field, mine[0], mine[-1], self.m, self.own)
         if self.m:
             shape = self.cols.shape[1:]
             tridiagonal.reconstruct(self.cols, mine[0].reshape(shape), mine[-1].reshape(shape), self.own)
@@ -122,7 +131,7 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, 
         rows = [slice(z.start, min(z.stop, operators[c].diag.size)) for z in dec.z]
         parts.append(_Part(cache, fields[c], operators[c], (c, alpha), rows, q))
     group = column_group(pz)
-    xp = array_module(parts[0].cols)
+    xp = array_module(parts[0].field)
     if how.gathers:
         pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
                              lambda plan, s, block, d: block, None, site=f"z-rows{len(parts)}")[key]

@@ -306,6 +306,58 @@ def _trig_sum(xp: ModuleType, y: Any, basis: _Basis, inverse: bool) -> Any:
     return (xp.fft.fft(y * pre, n=length2, axis=-1)[..., :m] * post).real
 
 
+# ---------------------------------------------------------------- CuPy: cuFFT into given memory
+
+
+def fft_into(x: Any, out: Any, inverse: bool = False) -> Any:
+    """The complex FFT of C-contiguous CuPy ``x`` along its last axis written into ``out`` (same
+    shape and dtype, C-contiguous; may be ``x``: in place), normalised as ``cupy.fft`` (the inverse
+    divided by the length). The plan is the one ``cupy.fft`` caches for the same length and batch,
+    so the bits are ``cupy.fft.fft``'s; unlike it, a view is transformed where it lies, with no
+    copy (CuPy copies any array that is a view before it transforms it)."""
+    from cupy.cuda import cufft
+
+    kind = cufft.CUFFT_Z2Z if x.dtype == np.complex128 else cufft.CUFFT_C2C
+    n = x.shape[-1]
+    _plan(n, kind, x.size // n).fft(x, out, cufft.CUFFT_INVERSE if inverse else cufft.CUFFT_FORWARD)
+    if inverse:
+        out /= n
+    return out
+
+
+def irfft_into(X: Any, out: Any) -> Any:
+    """``cupy.fft.irfft`` of C-contiguous CuPy ``X`` along its last axis with ``n = out.shape[-1]``
+    written into the C-contiguous real ``out``; ``X`` is destroyed (cuFFT's c2r works in it)."""
+    from cupy.cuda import cufft
+
+    kind = cufft.CUFFT_Z2D if X.dtype == np.complex128 else cufft.CUFFT_C2R
+    n = out.shape[-1]
+    _plan(n, kind, out.size // n).fft(X, out, cufft.CUFFT_INVERSE)
+    out /= n
+    return out
+
+
+def _plan(n: int, kind: int, batch: int):
+    """``cupy.fft``'s cached 1-D plan of length ``n`` (the output length) and ``batch`` transforms."""
+    import cupy
+    from cupy.cuda import cufft
+
+    cache = cupy.fft.config.get_plan_cache()
+    keys = (n, kind, batch, None)
+    plan = cache.get(keys)
+    if plan is None:
+        plan = cache[keys] = cufft.Plan1d(n, kind, batch)
+    return plan
+
+
+def transforms_into(a: Any, out: Any, axis: int) -> bool:
+    """Whether :func:`fft_into` / :func:`irfft_into` can take ``a`` to ``out`` along ``axis``: CuPy
+    arrays, both C-contiguous, ``axis`` the last, ``a`` complex and of ``out``'s other dims."""
+    xp = array_module(a)
+    return (xp is not np and axis % a.ndim == a.ndim - 1 and xp.iscomplexobj(a) and a.flags.c_contiguous
+            and out.flags.c_contiguous and a.shape[:-1] == out.shape[:-1])
+
+
 def _complex_dtype(y: Any) -> np.dtype:
     return np.result_type(y.dtype, np.complex64)
 

@@ -119,3 +119,25 @@ def test_swapped_cut_kernel_gives_the_array_code_bits(cupy, rng, dtype, shape, p
     got = cut_swapped(cupy.asarray(a), piece)
     assert got.flags.c_contiguous and got.shape == (shape[0], piece.stop - piece.start, shape[1])
     np.testing.assert_array_equal(got.get(), cut_swapped(a, piece))
+
+
+def test_ffts_into_given_memory_give_cupys_bits(cupy, rng):
+    """The cuFFT transforms that write where they are told (a pipelined transpose's slabs) give the
+    bits of ``cupy.fft``: forward into another array, inverse in place in a view, c2r into a slab."""
+    from daskflow import transforms
+
+    x = cupy.asarray(rng.standard_normal((6, 5, 16)) + 1j * rng.standard_normal((6, 5, 16)))
+    out = cupy.empty_like(x)
+    assert transforms.fft_into(x, out) is out
+    np.testing.assert_array_equal(out.get(), cupy.fft.fft(x).get())
+    want = cupy.fft.ifft(x[2:4]).get()
+    slab = x[2:4]
+    assert transforms.fft_into(slab, slab, inverse=True) is slab
+    np.testing.assert_array_equal(x[2:4].get(), want)
+    spectrum = cupy.fft.rfft(cupy.asarray(rng.standard_normal((6, 5, 16))))
+    want = cupy.fft.irfft(spectrum, n=16).get()
+    real = cupy.zeros((8, 5, 16))
+    transforms.irfft_into(spectrum.copy(), real[1:7])
+    np.testing.assert_array_equal(real[1:7].get(), want)
+    assert not real[0].any() and not real[7].any()
+    assert not transforms.transforms_into(x.swapaxes(0, 2), out, -1)

@@ -11,6 +11,13 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
   the result, for a later ``map`` to consume (a scatter). ``site`` (optional) names a call site whose
   pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
   transport may then describe them only the first time (:class:`~daskflow.pencils.transport.PackedTransport`).
+* ``transpose(blocks, keys, sources, head, before, cut, join, after=(), extras=(), site=None)``:
+  ``exchange(map([*head, *before], keys, blocks), keys, sources, cut, [*join, *after], extras, site)``
+  between the chunks of one z range (memory axis 0 is z on both sides). :class:`DirectExecutor`
+  pipelines it in z slabs where its transport moves pieces while the computation goes on
+  (:meth:`DirectExecutor.slabs`): ``before``, the cut and ``join`` run per slab, ``head`` and
+  ``after`` on whole blocks; ``join``'s last stage takes ``out=``, the slab of the whole result it
+  may write into.
 
 :class:`LocalExecutor` runs them eagerly on in-memory arrays (the whole decomposition in one
 caller); :class:`DirectExecutor` runs one participant's chunks and moves pieces through a
@@ -26,7 +33,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daskflow.pencils.layout import chunk_owner
+from daskflow.backend import array_module
+from daskflow.pencils.layout import chunk_owner, split_slices
 
 Key = Hashable
 
@@ -36,6 +44,15 @@ def run_chain(plan, key, chain: Sequence[Callable], x, *extras):
     for fn in chain:
         x = fn(plan, key, x, *extras)
     return x
+
+
+def transpose_whole(ex, blocks: Mapping, keys, sources: Callable, head, before, cut: Callable, join,
+                    after=(), extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+    """The transpose of ``ex`` in one exchange (see the module docstring)."""
+    keys = list(keys)
+    if head or before:
+        blocks = ex.map([*head, *before], keys, blocks)
+    return ex.exchange(blocks, keys, sources, cut, [*join, *after], extras, site)
 
 
 class LocalExecutor:
@@ -55,6 +72,11 @@ class LocalExecutor:
             extra = (e[d] for e in extras)
             out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *extra)
         return out
+
+    transpose = transpose_whole
+
+    def slabs(self) -> int:
+        return 1
 
 
 def freeze(key):
@@ -98,9 +120,17 @@ class DirectExecutor:
 
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
                  extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+        dests = list(dests)
+        xid, received = self._send(blocks, dests, sources, cut, site, post=False)
+        return self._joined(xid, received, dests, sources, join, extras)
+
+    def _send(self, blocks: Mapping, dests: list, sources: Callable, cut: Callable, site: str | None,
+              post: bool) -> tuple:
+        """Cut and tag this participant's pieces of one exchange and hand them to the transport:
+        ``(exchange id, the received pieces by tag)``, or with ``post`` the transport's
+        :class:`~daskflow.pencils.transport.Posted` instead of the pieces."""
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
-        dests = list(dests)
         outgoing, incoming = [], []
         with self.clock("exchange: cut pieces"):
             for d in dests:
@@ -117,18 +147,64 @@ class DirectExecutor:
                     if receiver == self.me:
                         incoming.append((sender, tag))
         start = time.perf_counter()
+        move = self.transport.post if post else self.transport.exchange
         try:
             with self.clock("exchange: transport"):
-                received = self.transport.exchange(outgoing, incoming, run_of(xid),
-                                                   site=None if site is None else f"{self.scope}:{site}")
+                received = move(outgoing, incoming, run_of(xid), site=None if site is None else f"{self.scope}:{site}")
         finally:
             self.waited += time.perf_counter() - start
+        return xid, received
+
+    def _joined(self, xid: tuple, received: dict, dests: list, sources: Callable, join, extras) -> dict:
+        """Per destination of this participant: its pieces in ``sources`` order, through ``join``."""
         out = {}
         for d in self._mine(dests):
             frozen_d = freeze(d)
             pieces = [received[(*xid, freeze(s), frozen_d)] for s in sources(d)]
             out[d] = pieces if join is None else run_chain(self.plan, d, join, pieces, *(e[d] for e in extras))
         return out
+
+    def slabs(self) -> int:
+        """The z slabs a transpose is pipelined in: ``daskflow.transpose-slabs`` where the transport
+        moves pieces while the computation goes on (NCCL), at most the z planes of the thinnest
+        chunk (every participant makes as many exchanges); else 1."""
+        if not getattr(self.transport, "overlaps", False):
+            return 1
+        from daskflow import settings
+
+        planes = min(z.stop - z.start for z in self.plan.decomposition.z)
+        return max(1, min(int(settings.get("transpose-slabs")), planes))
+
+    def transpose(self, blocks: Mapping, keys, sources: Callable, head, before, cut: Callable, join,
+                  after=(), extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+        slabs = self.slabs()
+        if slabs < 2:
+            return transpose_whole(self, blocks, keys, sources, head, before, cut, join, after, extras, site)
+        keys = list(keys)
+        whole = {k: run_chain(self.plan, k, head, blocks[k]) for k in self._mine(keys)}
+        planes = {k: split_slices(x.shape[0], slabs) for k, x in whole.items()}
+        posted = []
+        for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
+            part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
+            posted.append(self._send(part, keys, sources, cut, f"{site}/{i}", post=True))
+        del part  # the slabs' sources stay alive in ``posted`` until their transfer is waited for
+        out: dict = {}
+        for i, (xid, handle) in enumerate(posted):
+            with self.clock("exchange: transport"):
+                received = self.transport.complete(handle)
+            posted[i] = None  # the sent buffers may be reused now
+            for d, pieces in self._joined(xid, received, keys, sources, None, ()).items():
+                extra = [e[d] for e in extras]
+                slab = planes[d][i]
+                target = None if d not in out else out[d][slab]
+                y = run_chain(self.plan, d, join[:-1], pieces, *extra)
+                y = join[-1](self.plan, d, y, *extra, out=target)
+                if target is None:
+                    out[d] = array_module(y).empty((whole[d].shape[0], *y.shape[1:]), y.dtype)
+                    target = out[d][slab]
+                if y is not target:
+                    target[...] = y
+        return {d: run_chain(self.plan, d, after, x, *(e[d] for e in extras)) for d, x in out.items()}
 
     def finish(self) -> None:
         """Let this executor's sends leave (call before the task returns)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 
-from daskflow.pencils.executor import run_chain
+from daskflow.pencils.executor import run_chain, transpose_whole
 
 _counter = itertools.count()
 
@@ -85,6 +85,11 @@ class DaskExecutor:
             self._place(task_key, k)
             out[k] = task_key
         return out
+
+    def slabs(self) -> int:
+        return 1  # a transpose is one exchange of tasks (the scheduler overlaps what it can)
+
+    transpose = transpose_whole
 
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
                  extras: Sequence[Mapping] = (), site: str | None = None) -> dict:

@@ -46,6 +46,9 @@ class Link(Protocol):
                       timeout: float) -> None:
         """Send and receive raw buffers, matched per peer in list order (stream-ordered or waited for)."""
 
+    # A link that can move a payload while the computation goes on also has ``overlaps = True`` and
+    # ``payload_post(sends, recvs) -> token`` / ``payload_wait(token)`` (:class:`~daskflow.pencils.nccl.NcclLink`).
+
     def empty(self, shape: tuple, dtype: str, order: str) -> Any:
         """A receive buffer."""
 

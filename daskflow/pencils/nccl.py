@@ -3,7 +3,12 @@
 Two communicators over the same ranks: one carries the headers of every exchange on a side
 stream that does not wait for the computation (the host needs them to size the receive buffers),
 the other carries the device pieces on the compute stream, so an exchange costs no host
-synchronisation with the GPU. Headers travel in fixed slots of :data:`HEADER_SLOT` bytes (length
+synchronisation with the GPU. A posted payload (:meth:`NcclLink.payload_post`, the slabs of a
+pipelined transpose) runs on a transfer stream of its own instead, ordered after what the compute
+stream had queued, while the compute stream goes on with the next slab; the compute stream waits
+for it (:meth:`NcclLink.payload_wait`) only where it uses the received pieces.
+
+Headers travel in fixed slots of :data:`HEADER_SLOT` bytes (length
 first); a longer one sends its tail in a second round.
 
 NVLink multicast (NVLS) is left as the host sets it (``NCCL_NVLS_ENABLE``); nothing here uses it.
@@ -79,6 +84,7 @@ class NcclLink:
         self.header = nccl.NcclCommunicator(size, ids[0], rank)
         self.payload = nccl.NcclCommunicator(size, ids[1], rank)
         self.side = cupy.cuda.Stream(non_blocking=True)
+        self.transfer = cupy.cuda.Stream(non_blocking=True)  # posted payloads
         self._host_out = cupyx.empty_pinned((size, HEADER_SLOT), dtype=np.uint8)
         self._host_in = cupyx.empty_pinned((size, HEADER_SLOT), dtype=np.uint8)
         self._dev_out = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
@@ -135,6 +141,26 @@ class NcclLink:
         """Posted on the compute stream and left there: what consumes the pieces runs after it."""
         if sends or recvs:
             self._grouped(self.payload, sends, recvs, self._cupy.cuda.get_current_stream())
+
+    overlaps = True  # payload_post returns before the pieces move
+
+    def payload_post(self, sends: list, recvs: list):
+        """Posted on the transfer stream after everything the compute stream has queued (the pieces
+        to send, the receive buffers' last users) and left there; returns the event that
+        :meth:`payload_wait` waits for. The caller keeps every buffer alive until then."""
+        cupy = self._cupy
+        queued = cupy.cuda.Event(block=False, disable_timing=True)
+        queued.record(cupy.cuda.get_current_stream())
+        self.transfer.wait_event(queued)
+        self._grouped(self.payload, sends, recvs, self.transfer)
+        moved = cupy.cuda.Event(block=False, disable_timing=True)
+        moved.record(self.transfer)
+        return moved
+
+    def payload_wait(self, moved) -> None:
+        """The compute stream waits (on the device) for a posted payload: its received pieces are
+        there for what runs next, and its buffers may be reused."""
+        self._cupy.cuda.get_current_stream().wait_event(moved)
 
     def _grouped(self, comm, sends: list, recvs: list, stream) -> None:
         nccl = self._nccl

@@ -156,7 +156,24 @@ class PackedTransport:
         return PeerAborted(f"daskflow exchange: the {self.name} communicator was aborted by a failed run (a peer "
                            "task failed); its participants build a new one for the next run")
 
+    @property
+    def overlaps(self) -> bool:
+        """Whether :meth:`post` returns before the pieces move (the link moves them meanwhile)."""
+        return getattr(self.link, "overlaps", False)
+
     def exchange(self, outgoing, incoming, run: str, site: str | None = None) -> dict:
+        return self.complete(self.post(outgoing, incoming, run, site, overlap=False))
+
+    def complete(self, posted: Posted) -> dict:
+        """The pieces of a :meth:`post`: the link's wait for them (on the device for NCCL)."""
+        if posted.token is not None:
+            self.link.payload_wait(posted.token)
+        return posted.pieces
+
+    def post(self, outgoing, incoming, run: str, site: str | None = None, overlap: bool = True) -> Posted:
+        """:meth:`exchange` up to the payload, which a link that :attr:`overlaps` moves while the
+        caller goes on (with ``overlap``); :meth:`complete` hands over the pieces. Posts complete
+        in the order they were made, before the next exchange."""
         out: dict = {}
         to_peer: dict[int, list] = {}
         for address, tag, piece in outgoing:
@@ -198,8 +215,10 @@ class PackedTransport:
                     leaves = [self.link.empty(*layout) for layout in wire.device_layouts(spec)]
                     recvs.extend((peer, leaf) for leaf in leaves if leaf.nbytes)
                     out[tag] = wire.unflatten(spec, leaves, host)
+            if overlap and self.overlaps:
+                return Posted(out, self.link.payload_post(sends, recvs), sends)
             self.link.payload_round(sends, recvs, abort, self.timeout)
-        return out
+        return Posted(out)
 
     def _describe(self, flat: dict, from_peer: dict, abort: Callable[[], bool]) -> dict:
         """The header round: every peer's pieces described (numbered specs and host values) to it;
@@ -233,6 +252,17 @@ class PackedTransport:
         finally:
             if locked:
                 self._in_link.release()
+
+
+@dataclass
+class Posted:
+    """An exchange posted to a link: the pieces it delivers (keyed by tag), the link's token to wait
+    for (``None``: already there) and the buffers sent, held until then (a stream-ordered pool
+    would hand their memory out again while the link still reads it)."""
+
+    pieces: dict
+    token: object = None
+    sent: list = field(default_factory=list, repr=False)
 
 
 def _specs(flat: dict) -> dict:

@@ -78,26 +78,28 @@ def _forward_chain(plan: SpectralPlan, ex, blocks: dict, then: list, extras=(), 
     dec = plan.decomposition
     if dec.py == 1:
         return ex.map([*head, stages.forward_xy, *then], dec.indices, blocks, extras)
-    spec_x = ex.map([*head, stages.forward_x], dec.indices, blocks)
-    return ex.exchange(spec_x, dec.indices, _z_group(dec), cut_for_y_pencil,
-                       [assemble_y, stages.forward_y_owned, *then], extras, site="x-to-y")
+    return ex.transpose(blocks, dec.indices, _z_group(dec), head, [stages.forward_x], cut_for_y_pencil,
+                        [assemble_y, stages.forward_y_owned], then, extras, site="x-to-y")
 
 
-def _y_back(plan: SpectralPlan, tail) -> list:
+def _y_back(plan: SpectralPlan, ex, tail) -> list:
     """The stages after the last z-solve step of a y-pencil, up to the end when ``py = 1``. They
-    follow the z solve in its chain, whose chunk (changed in place by it) they may destroy."""
+    follow the z solve in its chain, whose chunk (changed in place by it) they may destroy; the
+    y transform back moves into the y->x transpose where that is pipelined in slabs (``_finish``)."""
     if plan.decomposition.py == 1:
         return [stages.backward_xy_owned, *tail]
-    return [stages.backward_y_owned]
+    return [] if ex.slabs() > 1 else [stages.backward_y_owned]
 
 
 def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
-    """Physical-in-y y-pencils -> x-pencils (the y->x transpose when ``py > 1``)."""
+    """Physical-in-y y-pencils (spectral in y where the transpose is pipelined: :func:`_y_back`) ->
+    x-pencils (the y->x transpose when ``py > 1``)."""
     dec = plan.decomposition
     if dec.py == 1:
         return blocks
-    return ex.exchange(blocks, dec.indices, _z_group(dec), cut_for_x_pencil,
-                       [assemble_x, stages.backward_x_owned, *tail], site="y-to-x")
+    before = [stages.backward_y_owned] if ex.slabs() > 1 else []
+    return ex.transpose(blocks, dec.indices, _z_group(dec), [], before, cut_for_x_pencil,
+                        [assemble_x, stages.backward_x_owned], tail, site="y-to-x")
 
 
 def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), tail=(),
@@ -109,19 +111,20 @@ def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), 
     dec = plan.decomposition
     kind = ZSolve.of(method, dec.pz).kind
     if kind == LOCAL:
-        out = _forward_chain(plan, ex, blocks, [spectral.thomas, *_y_back(plan, tail)], head=head)
+        out = _forward_chain(plan, ex, blocks, [spectral.thomas, *_y_back(plan, ex, tail)], head=head)
     elif kind == FTM:
         spec = _forward_chain(plan, ex, blocks, [], head=head)
         by_x_group = column_group(dec.pz)
         spec = ex.exchange(spec, dec.indices, by_x_group, cut_for_z_pencil, [assemble_z, spectral.thomas],
                            site="y-to-z")
-        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, tail)],
+        out = ex.exchange(spec, dec.indices, by_x_group, cut_for_y_from_z, [assemble_y, *_y_back(plan, ex, tail)],
                           site="z-to-y")
     else:
         coefficients, factors = setup
         reduced = _forward_chain(plan, ex, blocks, [spectral.ptdma_reduce], (coefficients,), head=head)
         pieces = spectral.exchange_rows(ex, plan, reduced, factors, gather)
-        out = ex.map([spectral.ptdma_reconstruct, *_y_back(plan, tail)], dec.indices, reduced, (coefficients, pieces))
+        out = ex.map([spectral.ptdma_reconstruct, *_y_back(plan, ex, tail)], dec.indices, reduced,
+                     (coefficients, pieces))
     return _finish(plan, ex, out, tail)
 
 

@@ -54,21 +54,26 @@ def forward_x(plan: SpectralPlan, key, a, *_):
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
 
 
-def forward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
-    """The y transform of a y-pencil (along :attr:`SpectralPlan.y_axis`)."""
+def forward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None):
+    """The y transform of a y-pencil (along :attr:`SpectralPlan.y_axis`); written into ``out``
+    (an array of the result's shape) where cuFFT can (a periodic y on the GPU), else a new array."""
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
+    if out is not None and bc == "PP" and out.shape == a.shape and transforms.transforms_into(a, out, plan.y_axis):
+        return transforms.fft_into(a, out)
     return array_module(a).ascontiguousarray(transforms.forward(a, plan.y_axis, bc, st, overwrite=overwrite))
 
 
-def forward_y_owned(plan: SpectralPlan, key, a, *_):
+def forward_y_owned(plan: SpectralPlan, key, a, *_, out=None):
     """:func:`forward_y` of a chunk the chain made itself (assembled pieces): transformed in place
     where the transform allows."""
-    return forward_y(plan, key, a, overwrite=True)
+    return forward_y(plan, key, a, overwrite=True, out=out)
 
 
 def backward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     ny = plan.grid.shape[1]
+    if overwrite and bc == "PP" and plan.x_is_complex and transforms.transforms_into(a, a, plan.y_axis):
+        return transforms.fft_into(a, a, inverse=True)  # in place, also in a slab of a larger chunk
     out = transforms.backward(a, plan.y_axis, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite)
     return _with_boundary_face(out, plan.y_axis, ny, bc)
 
@@ -79,16 +84,21 @@ def backward_y_owned(plan: SpectralPlan, key, a, *_):
     return backward_y(plan, key, a, overwrite=True)
 
 
-def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
+def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None):
+    """The inverse x transform of an x-pencil; written into ``out`` (an array of the result's
+    shape) where cuFFT can (a periodic x on the GPU, ``a`` destroyed), else a new array."""
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
+    if (out is not None and overwrite and bc == "PP" and not plan.x_is_complex and out.shape[-1] == nx
+            and transforms.transforms_into(a, out, -1)):
+        return transforms.irfft_into(a, out)
     out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite)
     return _with_boundary_face(array_module(a).ascontiguousarray(out), -1, nx, bc)
 
 
-def backward_x_owned(plan: SpectralPlan, key, a, *_):
+def backward_x_owned(plan: SpectralPlan, key, a, *_, out=None):
     """:func:`backward_x` of a chunk the chain made itself (assembled pieces)."""
-    return backward_x(plan, key, a, overwrite=True)
+    return backward_x(plan, key, a, overwrite=True, out=out)
 
 
 def forward_xy(plan: SpectralPlan, key, a, *_):

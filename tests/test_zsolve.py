@@ -83,7 +83,7 @@ def test_a_c_ordered_gpu_field_is_reduced_along_its_rows_with_the_column_bits(cu
     operators = {0: _operator(rng, shape[2], periodic), 2: _operator(rng, shape[2] - 1, periodic)}
     fields = {c: np.asfortranarray(rng.standard_normal(shape)) for c in operators}
     rows = _solve_on_a_team(shape, pencils, fields, operators, lambda a: cupy.asarray(np.ascontiguousarray(a)))
-    columns = _solve_on_a_team(shape, pencils, fields, operators, cupy.asfortranarray)
+    columns = _solve_on_a_team(shape, pencils, fields, operators, lambda a: cupy.asfortranarray(cupy.asarray(a)))
     want = {c: solve_locally({}, f.copy(order="F"), operators[c], (c, 0.1)) for c, f in fields.items()}
     for c in operators:
         np.testing.assert_array_equal(rows[c], columns[c])

@@ -3,6 +3,7 @@ truncation a restart makes (see :mod:`daskflow.io.store` for the layout and what
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -16,15 +17,25 @@ from daskflow.run_config import SlicesConfig
 
 def append_records(arrays, records: list[dict]) -> None:
     """Append ``records`` (dicts of the same names) along ``time`` to the live arrays of a records
-    group (the group, or its arrays by name), one resize and one write per array (one writer: the
-    caller; visible after :func:`commit`)."""
+    group (the group, or its arrays by name), one resize and one write per array, every array's in
+    flight together on zarr's event loop (one at a time, each a few file operations, cost a run
+    that records every step more than its steps on a GPU); one writer: the caller; visible after
+    :func:`commit`."""
+    from zarr.core.sync import sync
+
     if not records:
         return
     n = arrays["time"].shape[0]
-    for name in records[0]:
-        array = arrays[name]
-        array.resize((n + len(records), *array.shape[1:]))
-        array[n:] = np.stack([np.asarray(record[name]) for record in records])
+
+    async def append(array, values) -> None:
+        await array._async_array.resize((n + len(records), *array.shape[1:]))
+        await array._async_array.setitem(slice(n, None), values)
+
+    async def append_all() -> None:
+        await asyncio.gather(*(append(arrays[name], np.stack([np.asarray(record[name]) for record in records]))
+                               for name in records[0]))
+
+    sync(append_all())
 
 
 def grow_time(group, names) -> int:

@@ -1,33 +1,29 @@
 """Transports: how the pieces of one exchange move between the workers of a fused task.
 
-An exchange inside a fused task (:class:`daskflow.pencils.direct.DirectExecutor`) ends in one call
-``transport.exchange(outgoing, incoming, run)``: ``outgoing`` lists ``(worker, tag, piece)`` for
-every piece this worker sends, ``incoming`` lists ``(worker, tag)`` for every piece it needs; the
-result maps every incoming tag (and the tags this worker sends itself) to its piece. Every worker
-of the run makes the same sequence of exchanges, so no exchange needs any coordination beyond it.
+An exchange inside a fused task (:class:`daskflow.pencils.executor.DirectExecutor`) ends in one call
+``transport.exchange(outgoing, incoming, run)``: ``outgoing`` lists ``(worker, tag, piece)`` it
+sends, ``incoming`` ``(worker, tag)`` it needs; the result maps every incoming tag (and its own) to
+the piece. Every worker makes the same sequence of exchanges: none needs more coordination.
 
 Backends (``cluster.comm``):
 
 * ``mailbox``: distributed's worker-to-worker RPC, one message per piece through each worker's
   event loop (UCX or TCP underneath). Portable: CPU and GPU workers, any cluster.
-* ``nccl``: NCCL point-to-point inside the task (:mod:`daskflow.pencils.nccl`), GPU workers.
-  Each exchange is a tiny header round (layouts and host values; on a side stream, so it does not
-  wait for the computation; skipped where the layouts are known from an earlier round) and one
-  grouped send/recv of all device pieces on the compute stream, with no host synchronisation: 2-40x
-  less than an RPC hop per piece (``docs/performance.md``).
+* ``nccl``: NCCL point-to-point inside the task (:mod:`daskflow.pencils.nccl`), GPU workers: a
+  tiny header round (layouts and host values, on a side stream; skipped where an earlier round gave
+  the layouts) and one grouped send/recv of all device pieces on the compute stream, with no host
+  synchronisation (:meth:`PackedTransport.post`: on a stream of its own, waited for later).
 * ``ucx``: the same two rounds as tag-matched UCXX messages between the workers' UCX endpoints
-  (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any
-  network UCX drives (across nodes where NCCL is not available).
+  (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any network
+  UCX drives (across nodes where NCCL is not available).
 
-``auto`` is resolved in one of two ways. Untimed (:func:`choose_comm`): NCCL where it is usable,
-else the mailbox. Timed (:func:`comm_candidates`, used by :mod:`daskflow.autotune` when a
-simulation sets ``cluster.comm: auto``): every backend usable on the workers is timed on the run's
-own decomposition and algorithm, and the fastest carries the run.
+``auto``, untimed (:func:`choose_comm`): NCCL where it is usable, else the mailbox; timed
+(:func:`comm_candidates`, :mod:`daskflow.autotune`, for a simulation's ``cluster.comm: auto``):
+every usable backend timed on the run's own decomposition and algorithm, the fastest carries it.
 
-A communicator's participants, and the ids that bootstrap it, are a :class:`CommSpec` made on the
-client (:func:`make_comm`) and shipped with the fused tasks; each worker builds its end once and
-keeps it (:func:`communicator`) until a run that used it fails, when it is aborted on every worker
-and the client makes a new one.
+A communicator (participants and bootstrap ids) is a :class:`CommSpec` made on the client
+(:func:`make_comm`) and shipped with the fused tasks; each worker builds its end once and keeps it
+(:func:`communicator`) until a run that used it fails: then it is aborted everywhere and replaced.
 """
 
 from __future__ import annotations
@@ -135,6 +131,7 @@ class PackedTransport:
     def __init__(self, name: str, link: Link, ranks: dict[str, int], me: str, timeout: float,
                  aborted: Callable[[str], bool]) -> None:
         self.name, self.link, self.ranks, self.me = name, link, ranks, me
+        self.overlaps = getattr(link, "overlaps", False)  # post returns before the pieces move
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
@@ -156,16 +153,11 @@ class PackedTransport:
         return PeerAborted(f"daskflow exchange: the {self.name} communicator was aborted by a failed run (a peer "
                            "task failed); its participants build a new one for the next run")
 
-    @property
-    def overlaps(self) -> bool:
-        """Whether :meth:`post` returns before the pieces move (the link moves them meanwhile)."""
-        return getattr(self.link, "overlaps", False)
-
     def exchange(self, outgoing, incoming, run: str, site: str | None = None) -> dict:
         return self.complete(self.post(outgoing, incoming, run, site, overlap=False))
 
     def complete(self, posted: Posted) -> dict:
-        """The pieces of a :meth:`post`: the link's wait for them (on the device for NCCL)."""
+        """The pieces of a :meth:`post`, once the link has them (a wait on the device for NCCL)."""
         if posted.token is not None:
             self.link.payload_wait(posted.token)
         return posted.pieces
@@ -256,9 +248,8 @@ class PackedTransport:
 
 @dataclass
 class Posted:
-    """An exchange posted to a link: the pieces it delivers (keyed by tag), the link's token to wait
-    for (``None``: already there) and the buffers sent, held until then (a stream-ordered pool
-    would hand their memory out again while the link still reads it)."""
+    """A posted exchange: its pieces by tag, the link's token to wait for (``None``: there) and the
+    buffers sent, held until then (a stream-ordered pool would reuse them while the link reads)."""
 
     pieces: dict
     token: object = None
@@ -329,9 +320,8 @@ def _abort_soon(transport: PackedTransport) -> None:
 
 def communicator(worker, comm: CommSpec | None, timeout: float, run: str) -> Transport:
     """This worker's end of ``comm`` for the fused task of run ``run`` (called inside
-    :func:`~daskflow.pencils.direct.collective`, by every participant): a new mailbox transport, or
-    the packed transport built at the first call with this spec, which notes the run (aborting the
-    run aborts it here)."""
+    :func:`~daskflow.pencils.direct.collective`, by every participant): a new mailbox transport, or the
+    packed transport built at the first call with this spec, noting the run (its abort aborts it)."""
     if comm is None or comm.kind == "mailbox":
         return MailboxTransport(worker, timeout)
     registry = _registry(worker)

@@ -20,6 +20,26 @@ _PREAMBLE = r"""
 #include <cupy/complex.cuh>
 typedef {T} T;
 typedef {R} R;
+// The tiles of the _rows kernels: values k0..k0+kn-1 of up to 32 rows of a (rows, stride) block
+// through shared memory, every row read and written along itself by the lanes of one warp. A block
+// (one warp) takes rows row0..row0+rows-1 of d, which start at base.
+#define ROW_TILES(nrows) \
+    __shared__ T tile[32][33]; \
+    const int lane = threadIdx.x; \
+    const long long row0 = blockIdx.x * 32LL; \
+    const int rows = (int)min(32LL, (nrows) - row0); \
+    T* base = d + row0 * stride
+__device__ void load_tile(T (*tile)[33], const T* base, long long stride, int k0, int kn, int rows, int lane) {{
+    for (int r = 0; r < rows; ++r)
+        if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
+    __syncwarp();
+}}
+__device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int kn, int rows, int lane) {{
+    __syncwarp();
+    for (int r = 0; r < rows; ++r)
+        if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+    __syncwarp();
+}}
 """
 
 _SOURCES = {
@@ -119,17 +139,11 @@ extern "C" __global__ void thomas_cyclic_shifted(T* d, R* cp, R* zz, const R* lo
     "thomas_uniform_rows": r"""
 extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
         const long long ncols, const long long stride) {
-    __shared__ T tile[32][33];
-    const int lane = threadIdx.x;
-    const long long row0 = blockIdx.x * 32LL;
-    const int rows = (int)min(32LL, ncols - row0);
-    T* base = d + row0 * stride;
+    ROW_TILES(ncols);
     T x = T(0);
     for (int k0 = 0; k0 < m; k0 += 32) {
         const int kn = min(32, m - k0);
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
-        __syncwarp();
+        load_tile(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = 0; j < kn; ++j) {
                 const int k = k0 + j;
@@ -137,16 +151,11 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* in
                 tile[lane][j] = x;
             }
         }
-        __syncwarp();
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
-        __syncwarp();
+        store_tile(tile, base, stride, k0, kn, rows, lane);
     }
     for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
         const int kn = min(32, m - k0);
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
-        __syncwarp();
+        load_tile(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = kn - 1; j >= 0; --j) {
                 const int k = k0 + j;
@@ -156,10 +165,7 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* in
                 }
             }
         }
-        __syncwarp();
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
-        __syncwarp();
+        store_tile(tile, base, stride, k0, kn, rows, lane);
     }
 }
 """,
@@ -169,18 +175,12 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* in
     "cr_reduce_rows": r"""
 extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, const R* inv_b, const int m,
         const long long nrows, const long long stride) {
-    __shared__ T tile[32][33];
-    const int lane = threadIdx.x;
-    const long long row0 = blockIdx.x * 32LL;
-    const int rows = (int)min(32LL, nrows - row0);
-    T* base = d + row0 * stride;
+    ROW_TILES(nrows);
     T x = T(0);
     if (m < 3) return;
     for (int k0 = 0; k0 < m; k0 += 32) {
         const int kn = min(32, m - k0);
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
-        __syncwarp();
+        load_tile(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = 0; j < kn; ++j) {
                 const int k = k0 + j;
@@ -191,16 +191,11 @@ extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, 
                 }
             }
         }
-        __syncwarp();
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
-        __syncwarp();
+        store_tile(tile, base, stride, k0, kn, rows, lane);
     }
     for (int k0 = ((m - 2) / 32) * 32; k0 >= 0; k0 -= 32) {
         const int kn = min(32, m - 1 - k0);
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) tile[r][lane] = base[r * stride + k0 + lane];
-        __syncwarp();
+        load_tile(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = kn - 1; j >= 0; --j) {
                 const int k = k0 + j;
@@ -211,10 +206,7 @@ extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, 
                 }
             }
         }
-        __syncwarp();
-        for (int r = 0; r < rows; ++r)
-            if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
-        __syncwarp();
+        store_tile(tile, base, stride, k0, kn, rows, lane);
     }
 }
 """,

@@ -193,3 +193,19 @@ def test_one_shared_matrix_factors_with_the_vector_loop_s_bits(rng):
     moved = factored.to(np)
     for name in ("lower", "inv_den", "cp", "zz", "vlast"):
         assert np.array_equal(getattr(moved, name), getattr(factored, name))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 40])
+def test_one_column_precompute_is_the_vector_codes_bits(m):
+    """The reduction coefficients of a matrix shared by every column, a scalar recurrence, give the
+    bits of the vector code's column (run here on two equal columns), and move in one transfer."""
+    rng = np.random.default_rng(m)
+    lower, upper = -rng.uniform(0.1, 0.5, m), -rng.uniform(0.1, 0.5, m)
+    diag = 1.0 - lower - upper + rng.uniform(0, 0.3, m)
+    one = tridiagonal.precompute(lower, diag, upper, np.full(1, 0.25))
+    two = tridiagonal.precompute(lower, diag, upper, np.full(2, 0.25))
+    for name, x, y in zip(tridiagonal.ReducedChunk._fields, one, two, strict=True):
+        y = y if y.ndim == 1 else y[:, :1]
+        assert x.shape == y.shape, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert one.to(np) is one

@@ -207,7 +207,10 @@ class FlowDomain:
         self.transport = member.transport
         self._solves = 0
         self._helmholtz: dict = {}
-        self._z_solvers: dict = {}
+        # the z-implicit factorisations and reduction coefficients per (component, alpha), kept with
+        # the worker's plan: a new run with the same time step reuses them instead of building and
+        # uploading them again in its first step
+        self._z_solvers: dict = self.poisson_plan._device_cache.setdefault(("z-solvers", self.key), {})
         self._pressure = None  # the pressure solver (or its P-TDMA set-up), made on first use
         self._carried: float | None = None  # a flag riding on the next reduction (:meth:`carry`)
         self.carried_result: float | None = None
@@ -219,7 +222,6 @@ class FlowDomain:
         field) piled up in a worker between collections."""
         self.transport.finish()
         self._helmholtz.clear()
-        self._z_solvers.clear()
         self._pressure = None
 
     # ---------------------------------------------------------------- halos

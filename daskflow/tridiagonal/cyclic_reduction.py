@@ -49,10 +49,24 @@ class ReducedChunk(NamedTuple):
     boundary_diag: object
     boundary_upper: object
 
+    def to(self, xp) -> ReducedChunk:
+        """These NumPy coefficients on ``xp``'s device in one transfer (views of one buffer: each
+        upload from pageable host memory waits for the device's queue); NumPy: themselves."""
+        if xp is np:
+            return self
+        host = [np.asarray(f) for f in self]
+        flat = xp.asarray(np.concatenate([h.ravel() for h in host]))
+        bounds = np.cumsum([0] + [h.size for h in host])
+        return ReducedChunk(*(flat[i:j].reshape(h.shape) for h, i, j in zip(host, bounds[:-1], bounds[1:],
+                                                                          strict=True)))
+
 
 def precompute(lower, diag, upper, shift) -> ReducedChunk:
     """Algorithm 2, step 1, for 1-D row coefficients (length m) and a per-column diagonal ``shift``."""
     xp = array_module(shift)
+    if xp is np and np.size(shift) == 1:
+        return _precompute_one_column(*(np.asarray(v, dtype=np.float64).tolist() for v in (lower, diag, upper)),
+                                      float(np.ravel(shift)[0]))
     A, B, C = (xp.asarray(v, dtype=np.float64) for v in (lower, diag, upper))
     s = xp.asarray(shift, dtype=np.float64).reshape(-1)
     m, ncols = A.size, s.size
@@ -78,6 +92,34 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     bd = b[rows]
     bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
     return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
+
+
+def _precompute_one_column(A: list, B: list, C: list, s: float) -> ReducedChunk:
+    """:func:`precompute` of one column (a matrix shared by every column: the z-implicit diffusion)
+    as a scalar recurrence in Python floats: the vector code's operations in its order, the same
+    bits, without a NumPy call per row (it runs at every solve whose time step changed)."""
+    m = len(A)
+    a, c, b = [0.0] * m, [0.0] * m, [0.0] * m
+    a[0], b[0], c[0] = A[0], B[0] + s, C[0]
+    if m >= 2:
+        a[1], b[1] = A[1], B[1] + s
+        for k in range(2, m):
+            b[k] = B[k] + s - A[k] * C[k - 1] / b[k - 1]
+            a[k] = -A[k] * a[k - 1] / b[k - 1]
+        c[m - 1], c[m - 2] = C[m - 1], C[m - 2]
+        for k in range(m - 3, 0, -1):
+            a[k] = a[k] - C[k] * a[k + 1] / b[k + 1]
+            c[k] = -C[k] * c[k + 1] / b[k + 1]
+        a[0] = A[0]
+        if m >= 3:
+            b[0] = B[0] + s - C[0] * a[1] / b[1]
+            c[0] = -C[0] * c[1] / b[1]
+    rows = [0] if m == 1 else [0, m - 1]
+    column = lambda v: np.array(v)[:, None]  # noqa: E731
+    bl = [a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else [])
+    bu = [c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else [])
+    return ReducedChunk(column(a), column(c), 1.0 / column(b), np.array(A), np.array(C), column(bl),
+                        column([b[r] for r in rows]), column(bu))
 
 
 def reduce(d, chunk: ReducedChunk):

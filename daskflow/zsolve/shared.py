@@ -85,7 +85,7 @@ class _Part:
                       for i, r in enumerate(rows) if r.stop > r.start}
             reduced = factor_reduced(chunks.values(), op.periodic).to(xp)
             own = chunks.get(q)  # only this chunk's coefficients: the others served their boundary rows
-            return (None if own is None else tridiagonal.ReducedChunk(*(xp.asarray(f) for f in own))), reduced
+            return (None if own is None else own.to(xp)), reduced
 
         self.own, self.reduced = cached(cache, key, build)
         self.offsets = reduced_offsets(rows)

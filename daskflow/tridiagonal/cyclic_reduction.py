@@ -62,31 +62,25 @@ class ReducedChunk(NamedTuple):
 
 
 def precompute(lower, diag, upper, shift) -> ReducedChunk:
-    """Algorithm 2, step 1, for 1-D row coefficients (length m) and a per-column diagonal ``shift``."""
+    """Algorithm 2, step 1, for 1-D row coefficients (length m) and a per-column diagonal ``shift``.
+    One NumPy column (a matrix shared by every column: the z-implicit diffusion, set up again at
+    every solve whose time step changed) runs the recurrence in Python floats, with the same bits
+    and without a NumPy call per row."""
     xp = array_module(shift)
-    if xp is np and np.size(shift) == 1:
-        return _precompute_one_column(*(np.asarray(v, dtype=np.float64).tolist() for v in (lower, diag, upper)),
-                                      float(np.ravel(shift)[0]))
-    A, B, C = (xp.asarray(v, dtype=np.float64) for v in (lower, diag, upper))
-    s = xp.asarray(shift, dtype=np.float64).reshape(-1)
-    m, ncols = A.size, s.size
-    a = xp.zeros((m, ncols))
-    c = xp.zeros((m, ncols))
-    b = xp.empty((m, ncols))
-    a[0], b[0], c[0] = A[0], B[0] + s, C[0]
-    if m >= 2:
-        a[1], b[1] = A[1], B[1] + s
-        for k in range(2, m):  # set-up only: O(m) vector operations over columns
-            b[k] = B[k] + s - A[k] * C[k - 1] / b[k - 1]
-            a[k] = -A[k] * a[k - 1] / b[k - 1]
-        c[m - 1], c[m - 2] = C[m - 1], C[m - 2]
-        for k in range(m - 3, 0, -1):
-            a[k] = a[k] - C[k] * a[k + 1] / b[k + 1]
-            c[k] = -C[k] * c[k + 1] / b[k + 1]
-        a[0] = A[0]
-        if m >= 3:
-            b[0] = B[0] + s - C[0] * a[1] / b[1]
-            c[0] = -C[0] * c[1] / b[1]
+    one = xp is np and np.size(shift) == 1
+    if one:
+        A, B, C = (np.asarray(v, dtype=np.float64).tolist() for v in (lower, diag, upper))
+        s, m = float(np.ravel(shift)[0]), len(A)
+        a, b, c = [0.0] * m, [0.0] * m, [0.0] * m
+    else:
+        A, B, C = (xp.asarray(v, dtype=np.float64) for v in (lower, diag, upper))
+        s = xp.asarray(shift, dtype=np.float64).reshape(-1)
+        m, ncols = A.size, s.size
+        a, b, c = xp.zeros((m, ncols)), xp.empty((m, ncols)), xp.zeros((m, ncols))
+    _recurrence(A, B, C, s, a, b, c)
+    if one:
+        A, C = np.array(A), np.array(C)
+        a, b, c = (np.array(v)[:, None] for v in (a, b, c))
     rows = [0] if m == 1 else [0, m - 1]
     bl = xp.stack([a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else []))
     bd = b[rows]
@@ -94,12 +88,10 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
 
 
-def _precompute_one_column(A: list, B: list, C: list, s: float) -> ReducedChunk:
-    """:func:`precompute` of one column (a matrix shared by every column: the z-implicit diffusion)
-    as a scalar recurrence in Python floats: the vector code's operations in its order, the same
-    bits, without a NumPy call per row (it runs at every solve whose time step changed)."""
+def _recurrence(A, B, C, s, a, b, c) -> None:
+    """The set-up recurrence of Algorithm 2 into ``a, b, c`` (length m): rows of arrays (an entry
+    per column; O(m) vector operations) or Python floats (one column)."""
     m = len(A)
-    a, c, b = [0.0] * m, [0.0] * m, [0.0] * m
     a[0], b[0], c[0] = A[0], B[0] + s, C[0]
     if m >= 2:
         a[1], b[1] = A[1], B[1] + s
@@ -114,12 +106,6 @@ def _precompute_one_column(A: list, B: list, C: list, s: float) -> ReducedChunk:
         if m >= 3:
             b[0] = B[0] + s - C[0] * a[1] / b[1]
             c[0] = -C[0] * c[1] / b[1]
-    rows = [0] if m == 1 else [0, m - 1]
-    column = lambda v: np.array(v)[:, None]  # noqa: E731
-    bl = [a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else [])
-    bu = [c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else [])
-    return ReducedChunk(column(a), column(c), 1.0 / column(b), np.array(A), np.array(C), column(bl),
-                        column([b[r] for r in rows]), column(bu))
 
 
 def reduce(d, chunk: ReducedChunk):

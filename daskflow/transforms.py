@@ -312,9 +312,9 @@ def _trig_sum(xp: ModuleType, y: Any, basis: _Basis, inverse: bool) -> Any:
 def fft_into(x: Any, out: Any, inverse: bool = False) -> Any:
     """The complex FFT of C-contiguous CuPy ``x`` along its last axis written into ``out`` (same
     shape and dtype, C-contiguous; may be ``x``: in place), normalised as ``cupy.fft`` (the inverse
-    divided by the length). The plan is the one ``cupy.fft`` caches for the same length and batch,
-    so the bits are ``cupy.fft.fft``'s; unlike it, a view is transformed where it lies, with no
-    copy (CuPy copies any array that is a view before it transforms it)."""
+    divided by the length), with the plan ``cupy.fft`` caches for the same length and batch (the
+    GPU tests find ``cupy.fft``'s bits, in place too); unlike it, a view is transformed where it
+    lies, with no copy (CuPy copies any array that is a view before it transforms it)."""
     from cupy.cuda import cufft
 
     kind = cufft.CUFFT_Z2Z if x.dtype == np.complex128 else cufft.CUFFT_C2C
@@ -350,12 +350,17 @@ def _plan(n: int, kind: int, batch: int):
     return plan
 
 
-def transforms_into(a: Any, out: Any, axis: int) -> bool:
-    """Whether :func:`fft_into` / :func:`irfft_into` can take ``a`` to ``out`` along ``axis``: CuPy
-    arrays, both C-contiguous, ``axis`` the last, ``a`` complex and of ``out``'s other dims."""
+def transforms_into(a: Any, out: Any, axis: int, real_output: bool = False) -> bool:
+    """Whether :func:`fft_into` (or, with ``real_output``, :func:`irfft_into`) can take ``a`` to
+    ``out`` along ``axis``: CuPy arrays, both C-contiguous, ``axis`` the last, ``a`` complex, and
+    ``out`` of ``a``'s shape and dtype (real output: of its real dtype, ``n // 2 + 1`` modes in)."""
     xp = array_module(a)
-    return (xp is not np and axis % a.ndim == a.ndim - 1 and xp.iscomplexobj(a) and a.flags.c_contiguous
-            and out.flags.c_contiguous and a.shape[:-1] == out.shape[:-1])
+    if not (xp is not np and axis % a.ndim == a.ndim - 1 and xp.iscomplexobj(a) and a.flags.c_contiguous
+            and out.flags.c_contiguous and a.shape[:-1] == out.shape[:-1]):
+        return False
+    if real_output:
+        return out.dtype == a.real.dtype and a.shape[-1] == out.shape[-1] // 2 + 1
+    return out.dtype == a.dtype and out.shape == a.shape
 
 
 def _complex_dtype(y: Any) -> np.dtype:

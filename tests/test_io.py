@@ -406,3 +406,24 @@ def test_a_new_run_starts_from_another_runs_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="config initial.path: must be the store"):
         Simulation(missing)
     assert not (tmp_path / "d.zarr").exists() and not (tmp_path / "e.zarr").exists()
+
+
+def test_records_append_to_a_group_or_its_arrays_alike(tmp_path):
+    """Appends with every array's resize and write in flight together: given the group itself or
+    its arrays by name, the records land in order, scalars and profiles alike."""
+    import zarr
+
+    from daskflow.io.records import append_records
+
+    written = []
+    for by_name in (False, True):
+        group = zarr.open_group(str(tmp_path / f"r{by_name}.zarr"), mode="w")
+        group.create_array("time", shape=(0,), chunks=(4,), dtype="f8")
+        group.create_array("u", shape=(0, 3), chunks=(4, 3), dtype="f8")
+        arrays = {name: group[name] for name in ("time", "u")} if by_name else group
+        for start in (0, 5):
+            append_records(arrays, [{"time": float(t), "u": np.full(3, t + 0.5)} for t in range(start, start + 5)])
+        written.append(zarr.open_group(str(tmp_path / f"r{by_name}.zarr"), mode="r"))
+    for group in written:
+        np.testing.assert_array_equal(group["time"][:], np.arange(10.0))
+        np.testing.assert_array_equal(group["u"][:, 1], np.arange(10.0) + 0.5)

@@ -26,14 +26,17 @@ def append_records(arrays, records: list[dict]) -> None:
     if not records:
         return
     n = arrays["time"].shape[0]
+    # arrays and values resolved here: a group's lookups are zarr calls of their own, which cannot run
+    # inside the event loop's coroutine
+    targets = {name: (arrays[name], np.stack([np.asarray(record[name]) for record in records]))
+               for name in records[0]}
 
     async def append(array, values) -> None:
         await array._async_array.resize((n + len(records), *array.shape[1:]))
         await array._async_array.setitem(slice(n, None), values)
 
     async def append_all() -> None:
-        await asyncio.gather(*(append(arrays[name], np.stack([np.asarray(record[name]) for record in records]))
-                               for name in records[0]))
+        await asyncio.gather(*(append(array, values) for array, values in targets.values()))
 
     sync(append_all())
 

@@ -216,10 +216,11 @@ class FlowDomain:
         self.carried_result: float | None = None
 
     def finish(self) -> None:
-        """Let every send of this task leave, and drop the solver set-ups: the domain and its
-        executors reference each other, so without this they would wait for a full garbage
-        collection, and the set-ups of several runs (P-TDMA coefficients of the size of the spectral
-        field) piled up in a worker between collections."""
+        """Let every send of this task leave, and drop the Helmholtz solvers and the pressure set-up
+        it holds (the z solvers' few columns stay with the plan): the domain and its executors
+        reference each other, so without this they would wait for a full garbage collection, and
+        the set-ups of several runs (P-TDMA coefficients of the size of the spectral field) piled up
+        in a worker between collections."""
         self.transport.finish()
         self._helmholtz.clear()
         self._pressure = None
@@ -420,7 +421,9 @@ class FlowDomain:
             plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
                                 p.method, p.pencils, p.dtype)
             self._solves += 1
-            return plan, self.member.executor(plan, f"h{self._solves}"), self._ptdma_setup(plan)
+            executor = self.member.executor(plan, f"h{self._solves}")
+            executor.clock = self.ex.clock  # a profiled run times its exchanges too
+            return plan, executor, self._ptdma_setup(plan)
 
         plan, executor, setup = shared.cached(self._helmholtz, (component, alpha), build)
         return self._spectral_solve(plan, executor, increment, setup)

@@ -183,16 +183,28 @@ class DirectExecutor:
         keys = list(keys)
         whole = {k: run_chain(self.plan, k, head, blocks[k]) for k in self._mine(keys)}
         planes = {k: split_slices(x.shape[0], slabs) for k, x in whole.items()}
-        posted = []
+        posted: list = []
+        try:
+            return self._slabs(slabs, posted, whole, planes, keys, sources, before, cut, join, after, extras, site)
+        except BaseException:
+            for item in posted:  # the device waits for the transfers before their buffers go back to the pool
+                if item is not None:
+                    with contextlib.suppress(Exception):
+                        self.transport.complete(item[1])
+            raise
+
+    def _slabs(self, slabs: int, posted: list, whole: dict, planes: dict, keys: list, sources, before, cut, join,
+               after, extras, site) -> dict:
+        """The body of a transpose in ``slabs`` slabs; ``posted`` holds the posts not yet waited for."""
         for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
             part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
-            posted.append(self._send(part, keys, sources, cut, f"{site}/{i}", post=True))
-        del part  # the slabs' sources stay alive in ``posted`` until their transfer is waited for
+            posted.append(self._send(part, keys, sources, cut, None if site is None else f"{site}/{i}", post=True))
+            del part  # the pieces sent stay alive in ``posted`` until their transfer is waited for
         out: dict = {}
         for i, (xid, handle) in enumerate(posted):
             with self.clock("exchange: transport"):
                 received = self.transport.complete(handle)
-            posted[i] = None  # the sent buffers may be reused now
+            posted[i] = None  # waited for: the sent buffers may be reused now
             for d, pieces in self._joined(xid, received, keys, sources, None, ()).items():
                 extra = [e[d] for e in extras]
                 slab = planes[d][i]

@@ -58,7 +58,7 @@ def forward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None)
     """The y transform of a y-pencil (along :attr:`SpectralPlan.y_axis`); written into ``out``
     (an array of the result's shape) where cuFFT can (a periodic y on the GPU), else a new array."""
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
-    if out is not None and bc == "PP" and out.shape == a.shape and transforms.transforms_into(a, out, plan.y_axis):
+    if out is not None and bc == "PP" and transforms.transforms_into(a, out, plan.y_axis):
         return transforms.fft_into(a, out)
     return array_module(a).ascontiguousarray(transforms.forward(a, plan.y_axis, bc, st, overwrite=overwrite))
 
@@ -89,8 +89,8 @@ def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None
     shape) where cuFFT can (a periodic x on the GPU, ``a`` destroyed), else a new array."""
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
-    if (out is not None and overwrite and bc == "PP" and not plan.x_is_complex and out.shape[-1] == nx
-            and transforms.transforms_into(a, out, -1)):
+    if (out is not None and overwrite and bc == "PP" and out.shape[-1] == nx
+            and transforms.transforms_into(a, out, -1, real_output=True)):
         return transforms.irfft_into(a, out)
     out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite)
     return _with_boundary_face(array_module(a).ascontiguousarray(out), -1, nx, bc)

@@ -56,6 +56,18 @@ _CONSTANTS_KEPT = 256  # the most kept; the oldest goes first
 _CONSTANTS_LOCK = threading.Lock()  # a team's participants are threads of one process
 
 
+def upload_together(xp: ModuleType, arrays: list) -> list:
+    """Host ``arrays`` as ``xp`` arrays of their shapes in one transfer: views of one device buffer of
+    their common dtype (each upload from pageable host memory waits for the device's queue, so a
+    set-up of several small arrays pays that wait once); NumPy: the arrays as they are."""
+    host = [np.asarray(a) for a in arrays]
+    if xp is np:
+        return host
+    flat = xp.asarray(np.concatenate([h.ravel() for h in host]))
+    ends = np.cumsum([h.size for h in host])
+    return [flat[end - h.size:end].reshape(h.shape) for h, end in zip(host, ends, strict=True)]
+
+
 def device_constant(xp: ModuleType, values: Any, dtype: Any = np.float64):
     """The small host array ``values`` (grid spacings, metric factors; read-only) as an ``xp`` array
     of ``dtype``: NumPy as it is; on the GPU uploaded once per content and device and kept. A GPU

@@ -113,3 +113,20 @@ def test_device_constant_is_uploaded_once_per_content_and_bounded(cupy, monkeypa
         backend.device_constant(cupy, widths + i + 1)
     assert len(backend._CONSTANTS) == 3
     assert backend.device_constant(cupy, widths) is not first
+
+
+def test_arrays_uploaded_together_keep_their_shapes_and_values():
+    """One transfer for several small arrays: the packing and the views, on an array module that
+    copies like a device upload would."""
+    import types
+
+    from daskflow.backend import upload_together
+
+    device = types.SimpleNamespace(asarray=lambda a: np.array(a, copy=True))
+    arrays = [np.arange(3.0), np.full((2, 1), 7.0), np.zeros(0), np.arange(4.0).reshape(2, 2)]
+    moved = upload_together(device, arrays)
+    assert [m.shape for m in moved] == [a.shape for a in arrays]
+    for m, a in zip(moved, arrays, strict=True):
+        np.testing.assert_array_equal(m, a)
+    assert all(m.base is moved[0].base for m in moved)  # views of one buffer
+    assert upload_together(np, arrays)[1] is arrays[1]

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from daskflow.backend import array_module, compiled_loops, is_cupy_array
+from daskflow.backend import array_module, compiled_loops, is_cupy_array, upload_together
 from daskflow.tridiagonal import cpu_kernels, kernels
 from daskflow.tridiagonal.thomas import columns_view
 
@@ -50,15 +50,9 @@ class ReducedChunk(NamedTuple):
     boundary_upper: object
 
     def to(self, xp) -> ReducedChunk:
-        """These NumPy coefficients on ``xp``'s device in one transfer (views of one buffer: each
-        upload from pageable host memory waits for the device's queue); NumPy: themselves."""
-        if xp is np:
-            return self
-        host = [np.asarray(f) for f in self]
-        flat = xp.asarray(np.concatenate([h.ravel() for h in host]))
-        bounds = np.cumsum([0] + [h.size for h in host])
-        return ReducedChunk(*(flat[i:j].reshape(h.shape) for h, i, j in zip(host, bounds[:-1], bounds[1:],
-                                                                          strict=True)))
+        """These NumPy coefficients on ``xp``'s device in one transfer
+        (:func:`~daskflow.backend.upload_together`); NumPy: themselves."""
+        return self if xp is np else ReducedChunk(*upload_together(xp, list(self)))
 
 
 def precompute(lower, diag, upper, shift) -> ReducedChunk:

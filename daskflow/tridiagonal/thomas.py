@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import array_module, compiled_loops, is_cupy_array
+from daskflow.backend import array_module, compiled_loops, is_cupy_array, upload_together
 from daskflow.stencils import Tridiagonal
 from daskflow.tridiagonal import cpu_kernels, kernels
 
@@ -148,15 +148,13 @@ class FactoredTridiagonal:
 
     def to(self, xp) -> FactoredTridiagonal:
         """The same factorisation with its arrays in array module ``xp`` (set-up: one transfer of all
-        five: with a time step that changes every step, the z-implicit solves set up three per substep)."""
+        five, :func:`~daskflow.backend.upload_together`: with a time step that changes every step, the
+        z-implicit solves set up three per substep)."""
         if xp is np:
             return self  # factorised on the host: nothing to move
         names = ("lower", "inv_den", "cp", "zz", "vlast")
-        host = [np.asarray(getattr(self, f), dtype=np.float64) for f in names]
-        flat = xp.asarray(np.concatenate([h.ravel() for h in host]))
-        ends = np.cumsum([h.size for h in host])
-        arrays = {f: flat[end - h.size:end].reshape(h.shape) for f, h, end in zip(names, host, ends, strict=True)}
-        return FactoredTridiagonal(**arrays, periodic=self.periodic)
+        arrays = upload_together(xp, [np.asarray(getattr(self, f), dtype=np.float64) for f in names])
+        return FactoredTridiagonal(**dict(zip(names, arrays, strict=True)), periodic=self.periodic)
 
     def solve(self, d, overwrite: bool = False):
         """Solve for ``d`` of shape ``(m, *cols)`` matching the factorised columns (or any columns

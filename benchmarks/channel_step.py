@@ -148,7 +148,7 @@ NESTED = ("waiting", "exchange:")
 
 
 def _device_exchange_fraction(timeline: dict) -> float:
-    """The largest share of a worker's device time spent in exchanges (cutting pieces, moving them,
+    """The largest share of a worker's GPU time spent in exchanges (cutting pieces, moving them,
     waiting for the peers' on the stream), from an event-timed profile."""
     return max(sum(v for k, v in p.items() if k.startswith("exchange:")) / p["task"] for p in timeline.values())
 
@@ -162,7 +162,7 @@ def _per_step_ms(report: dict, steps: int) -> dict:
     if report.get("halo", {}).get("calls"):
         out["halo_ms_per_call"] = 1e3 * report["halo"]["seconds"] / report["halo"]["calls"]
     for phase, entry in report.items():
-        if "lag" in entry:  # device timeline: how far the device ran behind the host, mean per call
+        if "lag" in entry:  # event-timed profile: how far the GPU ran behind the host, mean per call
             out[f"lag_ms_per_call: {phase}"] = 1e3 * entry["lag"] / entry["calls"]
     return out
 

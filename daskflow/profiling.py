@@ -10,7 +10,7 @@ measurement mode and never the default.
 
 With ``daskflow.profile-events`` on as well, a GPU worker times its phases by CUDA events recorded on
 the compute stream instead (:class:`EventClock`): no boundary waits, so host and device overlap as
-in an unprofiled run, and each phase is charged the device time between its first and last launch,
+in an unprofiled run, and each phase is charged the GPU's time between its first and last launch,
 idle gaps included. The clock also reports how far the device ran behind the host at each phase's
 end: near zero, the host was holding the device up there.
 """

@@ -149,7 +149,7 @@ NESTED = ("waiting", "exchange:")
 
 def _device_exchange_fraction(timeline: dict) -> float:
     """The largest share of a worker's GPU time spent in exchanges (cutting pieces, moving them,
-    waiting for the peers' on the stream), from an event-timed profile."""
+    waiting on the stream for the peers' pieces), from an event-timed profile."""
     return max(sum(v for k, v in p.items() if k.startswith("exchange:")) / p["task"] for p in timeline.values())
 
 

@@ -43,11 +43,10 @@ def _on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: dict, bo
     state = runs.state_of(pencil)
     with collective(worker, run_id, workers, gpu_switch_interval() if plan.device == "gpu" else None):
         transport = communicator(worker, comm, exchange_timeout(), run_id)
-        member = Member(worker.address, workers, plan.poisson_plan.decomposition.pz, transport, run_id, scope)
-        domain = FlowDomain(plan, member)
         clock = phase_clock(plan.device) if phases_enabled() else None
-        if clock is not None:  # the exchanges' cuts and transfers as phases of their own
-            domain.ex.clock = domain.ex_pressure.clock = clock
+        # with a clock, every executor of the run times its exchanges' cuts and transfers as phases
+        member = Member(worker.address, workers, plan.poisson_plan.decomposition.pz, transport, run_id, scope, clock)
+        domain = FlowDomain(plan, member)
         stepper = runs.stepper_for(plan, domain if clock is None else TimedDomain(domain, clock))
         if clock is None:
             out = body(stepper, state, worker)

@@ -421,9 +421,7 @@ class FlowDomain:
             plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
                                 p.method, p.pencils, p.dtype)
             self._solves += 1
-            executor = self.member.executor(plan, f"h{self._solves}")
-            executor.clock = self.ex.clock  # a profiled run times its exchanges too
-            return plan, executor, self._ptdma_setup(plan)
+            return plan, self.member.executor(plan, f"h{self._solves}"), self._ptdma_setup(plan)
 
         plan, executor, setup = shared.cached(self._helmholtz, (component, alpha), build)
         return self._spectral_solve(plan, executor, increment, setup)

@@ -102,7 +102,7 @@ class DirectExecutor:
     are matched by ``(run_id, exchange number, source, destination)`` without coordination)."""
 
     def __init__(self, plan, me: str, run_id: str, owner: Callable[[Key], str], transport,
-                 scope: str | None = None) -> None:
+                 scope: str | None = None, clock: Callable | None = None) -> None:
         self.plan, self.me, self.run_id, self.owner = plan, me, run_id, owner
         self.transport = transport
         # names the layouts of the exchanges' call sites: runs of one scope (the same plan and
@@ -110,7 +110,7 @@ class DirectExecutor:
         self.scope = scope or run_id
         self.exchanges = 0
         self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
-        self.clock: Callable = _untimed  # a profiled run's phase clock (daskflow.profiling)
+        self.clock: Callable = clock or _untimed  # a profiled run's phase clock (daskflow.profiling)
 
     def _mine(self, keys) -> list:
         return [k for k in keys if self.owner(k) == self.me]
@@ -235,6 +235,7 @@ class Member:
     transport: Any
     run_id: str
     scope: str | None = None  # names the exchanges' layouts across runs (DirectExecutor)
+    clock: Callable | None = None  # a profiled run's phase clock: its executors time their exchanges
 
     def owner(self, key: Key) -> str:
         return chunk_owner(key, self.workers, self.pz)
@@ -242,4 +243,4 @@ class Member:
     def executor(self, plan, label: str) -> DirectExecutor:
         """A :class:`DirectExecutor` of ``plan`` whose exchanges are tagged ``run_id/label``."""
         return DirectExecutor(plan, self.me, f"{self.run_id}/{label}", self.owner, self.transport,
-                              None if self.scope is None else f"{self.scope}/{label}")
+                              None if self.scope is None else f"{self.scope}/{label}", self.clock)

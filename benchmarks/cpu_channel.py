@@ -236,7 +236,7 @@ def _child(mode: str, threads: int, args, repo: str = REPO) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])  # the document is the last line
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name"):
@@ -290,7 +290,7 @@ def main() -> None:
                 runs[repo][mode].append(_child(mode, threads[mode], args, repo))
     results = {mode: _against_fortran(_median_round(runs[REPO][mode]), fortran_ranks[mode]) for mode in args.modes}
     bandwidth = {str(t): _child("triad", t, args)["gb_per_s"] for t in (1, 2)}
-    model = _cpu_model()
+    model = cpu_model()
     doc = {
         "benchmark": "cpu_channel",
         "device": model, "cpu_short_name": short_cpu_name(model), "cores": os.cpu_count(),

@@ -1,5 +1,6 @@
 """daskflow: pencil-distributed DNS of wall turbulence on Dask, on CPUs (NumPy) and GPUs (CuPy)."""
 
+from daskflow import settings  # noqa: F401 - registers the daskflow.* dask keys' defaults at import, as dask does
 from daskflow.grid import Grid
 from daskflow.poisson import HelmholtzSolver, PoissonSolver
 from daskflow.simulation import Simulation

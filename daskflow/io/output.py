@@ -14,6 +14,12 @@ and one write per array for many records instead of per step. ``rank0`` commits 
 (:func:`daskflow.io.store.commit`: what readers see) after every field snapshot and slice record,
 before every checkpoint, when :data:`FLUSH_RECORDS` records or :data:`FLUSH_SECONDS` have gone by, and at the end
 of every run segment (:meth:`Output.finish`). A checkpoint is written only from a finite state.
+
+The store's side of each of these goes through a :class:`~daskflow.io.writes.WriteQueue`. A run of
+one pencil takes host copies of what is due and goes on stepping while a thread of the writer's own
+writes them, in order (dask config ``daskflow.output-thread``); with several pencils, whose writes
+are collective, every participant writes before its next step. Either way the end of a segment
+waits for every write.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import time
 import numpy as np
 import zarr
 
-from daskflow.backend import array_module, device_constant, to_numpy
+from daskflow import settings
+from daskflow.backend import array_module, device_constant, is_cupy_array, to_numpy
 from daskflow.io import store
+from daskflow.io.writes import WriteQueue
 from daskflow.ns import operators as ops
 from daskflow.run_config import OutputConfig
 
@@ -115,10 +123,39 @@ class Output:
     def __init__(self, path: str, every: OutputConfig, nu: float) -> None:
         self.path, self.every, self.nu = path, every, nu
         self._root = None
-        self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}
-        self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0)
+        self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}  # the loop's, not yet handed over
+        self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0; writes only)
         self._arrays: dict[str, dict] = {}  # records groups' arrays, opened at their first flush
         self._flushed = time.monotonic()
+        self._queue: WriteQueue | None = None  # made at the first write, when the domain is known
+
+    def _writes(self, domain) -> WriteQueue:
+        """The queue of this writer's store writes: in the background for a domain of one pencil
+        (no other participant waits on its writes), unless ``daskflow.output-thread`` is off."""
+        if self._queue is None:
+            self._queue = WriteQueue(bool(getattr(domain, "single", False)) and settings.get("output-thread"))
+        return self._queue
+
+    def _submit(self, domain, step: int, write) -> None:
+        """Hand ``write`` (the store's side of an output of step ``step``) to the queue; its store
+        errors name that step."""
+        def guarded() -> None:
+            with store_errors(self.path, step):
+                write()
+
+        self._writes(domain).submit(guarded)
+
+    def _host(self, domain, arrays: dict) -> dict:
+        """``arrays`` as a background write may hold them: host copies the loop cannot change
+        (the arrays themselves when the writes are not in the background)."""
+        if not self._writes(domain).background:
+            return arrays
+        return {name: a.get() if is_cupy_array(a) else np.array(a) for name, a in arrays.items()}
+
+    def _take_records(self) -> dict[str, list[dict]]:
+        """The buffered records, handed over to a write (the loop buffers the next ones anew)."""
+        taken, self._pending = self._pending, {name: [] for name in self._pending}
+        return taken
 
     @property
     def root(self):
@@ -135,22 +172,26 @@ class Output:
             self._write_due(stepper, state)
             if stepper.domain.rank0 and (sum(map(len, self._pending.values())) >= FLUSH_RECORDS
                                          or time.monotonic() - self._flushed >= FLUSH_SECONDS):
-                self.flush()
+                self.flush(stepper.domain, state.step)
 
-    def flush(self, commit: bool = False, append: bool = True) -> None:
-        """Append the buffered records (unless not ``append``) and commit the store when there were
-        any, when metadata changed since the last commit, or when ``commit`` (``rank0`` only: the
-        other participants buffer and change nothing)."""
-        if not (commit or self._touched or (append and any(self._pending.values()))):
+    def flush(self, domain, step: int, commit: bool = False) -> None:
+        """Append the buffered records and commit the store when there were any, when metadata
+        changed since the last commit, or when ``commit`` (``rank0`` only: the other participants
+        buffer and change nothing)."""
+        records = self._take_records()
+        self._flushed = time.monotonic()
+        self._submit(domain, step, lambda: self._append_and_commit(records, commit))
+
+    def _append_and_commit(self, records: dict[str, list[dict]], commit: bool) -> None:
+        """The store's side of :meth:`flush` (a write: on the queue's thread)."""
+        if not (commit or self._touched or any(records.values())):
             return
-        for name, records in self._pending.items():
-            if append and records:
-                store.append_records(self._record_arrays(name), records)
+        for name, rows in records.items():
+            if rows:
+                store.append_records(self._record_arrays(name), rows)
                 self._touched.add(name)
-                records.clear()
         store.commit(self.path, changed=self._touched)
         self._touched.clear()
-        self._flushed = time.monotonic()
 
     def _record_arrays(self, group: str) -> dict:
         """The arrays of a records group (``scalars``, ``profiles``), opened once per writer: each
@@ -168,12 +209,21 @@ class Output:
                 self.fields(stepper, state)
             if checkpoint:
                 self.checkpoint(stepper, state)
-            self.flush()  # the last checkpoint's clock (rank0: nothing elsewhere)
+        self.finish(stepper.domain, state.step)  # the last checkpoint's clock (rank0: nothing elsewhere)
 
-    def finish(self, step: int) -> None:
-        """End of a run segment: everything written is committed."""
+    def finish(self, domain, step: int) -> None:
+        """End of a run segment: everything written is committed, and every write is done."""
         with store_errors(self.path, step):
-            self.flush()
+            if domain.rank0:
+                self.flush(domain, step)
+        self.close()
+
+    def close(self, raise_errors: bool = True) -> None:
+        """Wait for every write handed over so far (a run stopping on an error: without
+        ``raise_errors``, so that a failed write does not hide the run's own error)."""
+        if self._queue is not None:
+            self._queue.close(raise_errors)
+            self._queue = None
 
     def _write_due(self, stepper, state) -> None:
         step = state.step
@@ -219,57 +269,71 @@ class Output:
 
     def fields(self, stepper, state) -> None:
         domain = stepper.domain
+        values = self._host(domain, {name: getattr(state, name) for name in store.FIELD_DIMS})
+        when, step = state.time, state.step  # now: the loop goes on before the write runs
+        self._submit(domain, step, lambda: self._write_fields(domain, when, step, values))
+
+    def _write_fields(self, domain, when: float, step: int, values: dict) -> None:
         group = self.root["fields"]
         if domain.rank0:
             index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
-            group["time"][index] = state.time
-            group["step"][index] = state.step
+            group["time"][index] = when
+            group["step"][index] = step
         domain.barrier()  # the time axis has grown before anyone writes into it
         group = store.open_for_write(self.path)["fields"]  # fresh metadata after the resize
         index = group["time"].shape[0] - 1
         boxes = pencil_boxes(domain.pencil_chunks)
         for name in store.FIELD_DIMS:  # one field at a time: a writer holds at most its chunks of one field
-            write_record(domain, {name: group[name]}, index, boxes, {name: getattr(state, name)})
+            write_record(domain, {name: group[name]}, index, boxes, {name: values[name]})
         domain.barrier()
         if domain.rank0:  # every chunk of the snapshot is written: readers may see it (the records wait)
             self._touched.add("fields")
-            self.flush(commit=True, append=False)
+            self._append_and_commit({}, commit=True)
 
     def slices(self, stepper, state) -> None:
         """Planes of every field at the chosen cell centres, gathered into whole chunks."""
         domain, grid = stepper.domain, stepper.grid
-        root = self.root["slices"]
-        if domain.rank0:
-            for axis_name in self.every.slices.planes:
-                group = root[axis_name]
-                index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
-                group["time"][index] = state.time
-                group["step"][index] = state.step
         padded = domain.pad_velocity([state.u, state.v, state.w])  # collective: on every participant
-        domain.barrier()
-        root = store.open_for_write(self.path)["slices"]
         pencils = pencil_boxes(domain.pencil_chunks)
         mine = pencils[_key(domain)]
         xp = array_module(state.u)
+        records = {}  # axis name: (the pencils' boxes of its record, this pencil's planes or None)
         for axis_name, planes in self.every.slices.planes.items():
             axis = "xyz".index(axis_name)
-            group = root[axis_name]
-            index = group["time"].shape[0] - 1
             ks = store.slice_planes(grid, axis, planes)
             boxes = {key: _planes_box(box, axis, ks) for key, box in pencils.items()}
             box = boxes[_key(domain)]
             values = None
             if box is not None:  # this pencil holds planes box[axis] of the slice
                 start = mine[axis].start
-                values = {name: xp.stack([_plane(getattr(state, name), padded[c] if c < 3 else None, axis,
-                                                 int(ks[n]) - start, c == axis)
-                                          for n in range(box[axis].start, box[axis].stop)], axis=axis)
-                          for c, name in enumerate(store.FIELD_DIMS)}
+                values = self._host(domain, {
+                    name: xp.stack([_plane(getattr(state, name), padded[c] if c < 3 else None, axis,
+                                           int(ks[n]) - start, c == axis)
+                                    for n in range(box[axis].start, box[axis].stop)], axis=axis)
+                    for c, name in enumerate(store.FIELD_DIMS)})
+            records[axis_name] = (boxes, values)
+        del padded
+        when, step = state.time, state.step
+        self._submit(domain, step, lambda: self._write_slices(domain, when, step, records))
+
+    def _write_slices(self, domain, when: float, step: int, records: dict) -> None:
+        if domain.rank0:
+            root = self.root["slices"]
+            for axis_name in records:
+                group = root[axis_name]
+                index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
+                group["time"][index] = when
+                group["step"][index] = step
+        domain.barrier()
+        root = store.open_for_write(self.path)["slices"]
+        for axis_name, (boxes, values) in records.items():
+            group = root[axis_name]
+            index = group["time"].shape[0] - 1
             write_record(domain, {name: group[name] for name in store.FIELD_DIMS}, index, boxes, values)
         domain.barrier()
         if domain.rank0:
             self._touched.add("slices")
-            self.flush(commit=True, append=False)
+            self._append_and_commit({}, commit=True)
 
     def checkpoint(self, stepper, state) -> None:
         """Write the state into the other slot and make it current. Refused (``NonFiniteState``, on
@@ -278,24 +342,32 @@ class Output:
         finite = all(bool(array_module(a).isfinite(a).all()) for a in (state.u, state.v, state.w, state.p))
         if domain.allreduce(0.0 if finite else 1.0, "max") > 0.0:  # one small round, on checkpoint steps only
             if domain.rank0:
-                self.flush(commit=True)  # the records up to the blow-up are kept: they show how it came
+                self.flush(domain, state.step, commit=True)  # the records up to the blow-up: they show how it came
+            self._writes(domain).drain()
             raise NonFiniteState(f"the flow is no longer finite at step {state.step}: no checkpoint is written; "
                                  f"{last_checkpoint(self.path)}")
+        values = self._host(domain, {name: getattr(state, name) for name in store.FIELD_DIMS})
+        records = self._take_records()  # committed with the new slot, before the slot is written
+        clock = {"time": state.time, "step": state.step, "dt": state.dt,
+                 "forcing_gradient": float(state.forcing_gradient)}
+        shape = stepper.grid.shape
+        self._submit(domain, clock["step"], lambda: self._write_checkpoint(domain, shape, values, records, clock))
+
+    def _write_checkpoint(self, domain, shape: tuple, values: dict, records: dict, clock: dict) -> None:
         slot = store.next_slot(self.path)
         if domain.rank0:
-            store.prepare_slot(self.root["checkpoint"], slot, stepper.grid.shape,
-                               store.checkpoint_chunks(domain.pencil_chunks), state.u.dtype, self.every.compression)
+            store.prepare_slot(self.root["checkpoint"], slot, shape, store.checkpoint_chunks(domain.pencil_chunks),
+                               values["u"].dtype, self.every.compression)
             self._touched.add("checkpoint")
-            self.flush(commit=True)  # the records up to this step (and the new slot) are committed first
+            self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
         domain.barrier()
         group = store.open_for_write(self.path)["checkpoint"][slot]
         with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk on disk: a missing one is damage
             for name in store.FIELD_DIMS:
-                group[name][domain.region] = to_numpy(getattr(state, name))
+                group[name][domain.region] = to_numpy(values[name])
         domain.barrier()  # every pencil of the slot is on disk
         if domain.rank0:
-            store.commit_checkpoint(self.path, slot, {"time": state.time, "step": state.step, "dt": state.dt,
-                                                      "forcing_gradient": state.forcing_gradient})
+            store.commit_checkpoint(self.path, slot, clock)
             self._touched.add("checkpoint")  # the slot's clock: in the next commit
         domain.barrier()
 

@@ -91,9 +91,14 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
             domain.allreduce(0.0, "max")
         return domain.carried_result > 0.0
 
-    advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
+    try:
+        advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
+    except BaseException:
+        if writer is not None:  # what was handed to the store's thread still reaches the store
+            writer.close(raise_errors=False)
+        raise
     if writer is not None:
-        writer.finish(state.step)
+        writer.finish(domain, state.step)
     return state
 
 
@@ -121,8 +126,10 @@ def final_output(plan: FlowPlan, stepper: Stepper, state: State, fields: bool, c
 
 
 def write_checkpoint(plan: FlowPlan, stepper: Stepper, state: State) -> None:
-    """A checkpoint of the current state (every participant together)."""
-    writer_for(plan).checkpoint(stepper, state)
+    """A checkpoint of the current state (every participant together), on disk when this returns."""
+    writer = writer_for(plan)
+    writer.checkpoint(stepper, state)
+    writer.close()
 
 
 def diagnostics(plan: FlowPlan, stepper: Stepper, state: State) -> dict:

@@ -1,0 +1,112 @@
+"""The store's write queue: order, failures and the bound on waiting writes; a run of one pencil
+writing from its own thread leaves the same store as one that waits for every write."""
+
+import copy
+import threading
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from daskflow import Simulation
+from daskflow.io import store
+from daskflow.io.output import StoreError
+from daskflow.io.writes import WriteQueue
+from tests.helpers import CHANNEL
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_writes_run_in_submission_order(background):
+    queue, done = WriteQueue(background), []
+    for i in range(20):
+        queue.submit(lambda i=i: done.append((i, threading.current_thread().name)))
+    queue.close()
+    assert [i for i, _ in done] == list(range(20))
+    assert {name.startswith("daskflow-store") for _, name in done} == {background}
+
+
+def test_a_failed_write_fails_the_next_submission_and_the_rest_still_run():
+    queue, done = WriteQueue(True), []
+    gate = threading.Event()
+
+    def failing():
+        gate.wait()
+        raise OSError("disk full")
+
+    queue.submit(failing)
+    queue.submit(lambda: done.append(1))
+    gate.set()
+    with pytest.raises(OSError, match="disk full"):
+        queue.drain()
+    queue.close()
+    assert done == [1]
+
+
+def test_close_without_raising_logs_the_failure(caplog):
+    queue = WriteQueue(True)
+    queue.submit(lambda: 1 / 0)
+    queue.close(raise_errors=False)
+    assert "a store write failed" in caplog.text
+
+
+def test_the_loop_waits_once_depth_writes_are_waiting():
+    queue, gate = WriteQueue(True), threading.Event()
+    queue.submit(gate.wait)  # the thread is busy until the gate opens
+    for _ in range(WriteQueue.depth - 1):
+        queue.submit(lambda: None)
+    submitted = threading.Event()
+
+    def one_more():
+        queue.submit(lambda: None)
+        submitted.set()
+
+    caller = threading.Thread(target=one_more)
+    caller.start()
+    assert not submitted.wait(0.2)  # held back: depth writes wait already
+    gate.set()
+    caller.join()
+    assert submitted.is_set()
+    queue.close()
+
+
+def _config(path):
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["time"].update(implicit_diffusion="z")
+    cfg["output"] = {"store": str(path), "scalars_every": 1, "profiles_every": 2, "fields_every": 3,
+                     "checkpoint_every": 4, "slices_every": 2, "slices": {"z": [0.5], "y": [1.0]}}
+    return cfg
+
+
+def _records(path):
+    groups = ["scalars", "profiles", "fields", "slices/z", "slices/y"]
+    return {group: xr.open_zarr(str(path), group=group).load() for group in groups}
+
+
+def test_the_store_thread_writes_what_the_waiting_loop_writes(tmp_path):
+    with dask.config.set({"daskflow.output-thread": False}):
+        Simulation(_config(tmp_path / "waiting.zarr")).run(steps=9).run(steps=4)
+    Simulation(_config(tmp_path / "thread.zarr")).run(steps=9).run(steps=4)
+    waiting, thread = _records(tmp_path / "waiting.zarr"), _records(tmp_path / "thread.zarr")
+    assert list(thread["fields"]["step"].values) == [0, 3, 6, 9, 12]
+    for group in waiting:
+        xr.testing.assert_identical(thread[group], waiting[group])
+    clocks = [store.read_clock(str(tmp_path / name), store.current_slot(str(tmp_path / name)))
+              for name in ("waiting.zarr", "thread.zarr")]
+    assert clocks[0] == clocks[1] and clocks[0]["step"] == 12
+    for name in store.FIELD_DIMS:
+        slots = [zarr.open_group(str(tmp_path / run), mode="r")["checkpoint"][clock_slot][name][...]
+                 for run, clock_slot in (("waiting.zarr", store.current_slot(str(tmp_path / "waiting.zarr"))),
+                                         ("thread.zarr", store.current_slot(str(tmp_path / "thread.zarr"))))]
+        np.testing.assert_array_equal(slots[0], slots[1])
+
+
+def test_a_store_removed_under_the_thread_fails_the_run_naming_it(tmp_path):
+    import shutil
+
+    path = tmp_path / "gone.zarr"
+    sim = Simulation(_config(path)).run(steps=2)
+    shutil.rmtree(path)
+    with pytest.raises(StoreError, match="gone.zarr"):
+        sim.run(steps=6)

@@ -110,3 +110,19 @@ def test_a_store_removed_under_the_thread_fails_the_run_naming_it(tmp_path):
     shutil.rmtree(path)
     with pytest.raises(StoreError, match="gone.zarr"):
         sim.run(steps=6)
+
+
+def test_grow_time_and_write_together_in_one_round_trip_each(tmp_path):
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    for name, dtype in (("time", "f8"), ("step", "i8")):
+        group.create_array(name, shape=(0,), chunks=(4,), dtype=dtype)
+    group.create_array("u", shape=(0, 3, 2), chunks=(1, 3, 2), dtype="f8")
+    arrays = {name: group[name] for name in ("time", "step", "u")}
+    for k in range(3):
+        index = store.grow_time(arrays, ("time", "step", "u"), 0.5 * k, 10 + k)
+        assert index == k and arrays["u"].shape == (k + 1, 3, 2)  # the arrays held open know their length
+        store.write_together([(arrays["u"], (index, slice(0, 3), slice(0, 2)), np.full((3, 2), float(k)))])
+    reread = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    np.testing.assert_array_equal(reread["time"][:], [0.0, 0.5, 1.0])
+    np.testing.assert_array_equal(reread["step"][:], [10, 11, 12])
+    np.testing.assert_array_equal(reread["u"][:, 0, 0], [0.0, 1.0, 2.0])

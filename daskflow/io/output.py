@@ -193,13 +193,37 @@ class Output:
         store.commit(self.path, changed=self._touched)
         self._touched.clear()
 
-    def _record_arrays(self, group: str) -> dict:
-        """The arrays of a records group (``scalars``, ``profiles``), opened once per writer: each
-        opening reads the array's metadata from the store, and every flush appends to all of them."""
+    def _record_arrays(self, group: str, names=None) -> dict:
+        """The arrays ``names`` (default: all) of a records group (``scalars``, ``fields``,
+        ``slices/z``, ...), opened once per writer: each opening reads the array's metadata from the
+        store. Only ``rank0`` grows the records, through these arrays, so their lengths stay current."""
         if group not in self._arrays:
             live = self.root[group]
-            self._arrays[group] = {name: live[name] for name in live.array_keys()}
+            self._arrays[group] = {name: live[name] for name in (names or live.array_keys())}
         return self._arrays[group]
+
+    def _reopened(self, group: str, names) -> dict:
+        """The arrays ``names`` of a records group as the store has them now (a participant other
+        than ``rank0``, after ``rank0`` grew them)."""
+        live = store.open_for_write(self.path)[group]
+        return {name: live[name] for name in names}
+
+    def _write_snapshot(self, domain, group: str, when: float, step: int, boxes: dict, values,
+                        by_field: bool = False) -> None:
+        """Record ``when``, ``step`` and the fields ``values`` (this pencil's blocks ``boxes``) at the end of
+        the records group ``group`` (collective): ``rank0`` grows it, then every chunk is written
+        by one participant (:func:`write_record`), the four fields together, or one at a time when
+        ``by_field`` and several participants (a writer then holds at most its chunks of one field)."""
+        names = ("time", "step", *store.FIELD_DIMS)
+        if domain.rank0:
+            store.grow_time(self._record_arrays(group, names), names, when, step)
+        domain.barrier()  # the time axis has grown before anyone writes into it
+        arrays = self._record_arrays(group, names) if domain.rank0 else self._reopened(group, names)
+        index = arrays["time"].shape[0] - 1
+        batches = [(name,) for name in store.FIELD_DIMS] if by_field and not domain.single else [store.FIELD_DIMS]
+        for batch in batches:
+            write_record(domain, {name: arrays[name] for name in batch}, index, boxes,
+                         None if values is None else {name: values[name] for name in batch})
 
     def final(self, stepper, state, fields: bool, checkpoint: bool) -> None:
         """The end of a run: the last field snapshot and a checkpoint of the last step (each only
@@ -274,17 +298,7 @@ class Output:
         self._submit(domain, step, lambda: self._write_fields(domain, when, step, values))
 
     def _write_fields(self, domain, when: float, step: int, values: dict) -> None:
-        group = self.root["fields"]
-        if domain.rank0:
-            index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
-            group["time"][index] = when
-            group["step"][index] = step
-        domain.barrier()  # the time axis has grown before anyone writes into it
-        group = store.open_for_write(self.path)["fields"]  # fresh metadata after the resize
-        index = group["time"].shape[0] - 1
-        boxes = pencil_boxes(domain.pencil_chunks)
-        for name in store.FIELD_DIMS:  # one field at a time: a writer holds at most its chunks of one field
-            write_record(domain, {name: group[name]}, index, boxes, {name: values[name]})
+        self._write_snapshot(domain, "fields", when, step, pencil_boxes(domain.pencil_chunks), values, by_field=True)
         domain.barrier()
         if domain.rank0:  # every chunk of the snapshot is written: readers may see it (the records wait)
             self._touched.add("fields")
@@ -317,19 +331,8 @@ class Output:
         self._submit(domain, step, lambda: self._write_slices(domain, when, step, records))
 
     def _write_slices(self, domain, when: float, step: int, records: dict) -> None:
-        if domain.rank0:
-            root = self.root["slices"]
-            for axis_name in records:
-                group = root[axis_name]
-                index = store.grow_time(group, ("time", "step", *store.FIELD_DIMS))
-                group["time"][index] = when
-                group["step"][index] = step
-        domain.barrier()
-        root = store.open_for_write(self.path)["slices"]
         for axis_name, (boxes, values) in records.items():
-            group = root[axis_name]
-            index = group["time"].shape[0] - 1
-            write_record(domain, {name: group[name] for name in store.FIELD_DIMS}, index, boxes, values)
+            self._write_snapshot(domain, f"slices/{axis_name}", when, step, boxes, values)
         domain.barrier()
         if domain.rank0:
             self._touched.add("slices")
@@ -355,19 +358,21 @@ class Output:
 
     def _write_checkpoint(self, domain, shape: tuple, values: dict, records: dict, clock: dict) -> None:
         slot = store.next_slot(self.path)
-        if domain.rank0:
-            store.prepare_slot(self.root["checkpoint"], slot, shape, store.checkpoint_chunks(domain.pencil_chunks),
-                               values["u"].dtype, self.every.compression)
-            self._touched.add("checkpoint")
-            self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
-        domain.barrier()
-        group = store.open_for_write(self.path)["checkpoint"][slot]
         with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk on disk: a missing one is damage
-            for name in store.FIELD_DIMS:
-                group[name][domain.region] = to_numpy(values[name])
+            if domain.rank0:
+                group, arrays = store.prepare_slot(self.root["checkpoint"], slot, shape,
+                                                   store.checkpoint_chunks(domain.pencil_chunks), values["u"].dtype,
+                                                   self.every.compression)
+                self._touched.add("checkpoint")
+                self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
+            domain.barrier()
+            if not domain.rank0:  # the slot as rank0 prepared it
+                group = store.open_for_write(self.path)["checkpoint"][slot]
+                arrays = {name: group[name] for name in store.FIELD_DIMS}
+            store.write_together([(arrays[name], domain.region, to_numpy(values[name])) for name in store.FIELD_DIMS])
         domain.barrier()  # every pencil of the slot is on disk
         if domain.rank0:
-            store.commit_checkpoint(self.path, slot, clock)
+            store.commit_checkpoint(self.path, slot, clock, group)
             self._touched.add("checkpoint")  # the slot's clock: in the next commit
         domain.barrier()
 
@@ -457,10 +462,10 @@ def write_record(domain, arrays: dict, index: int, boxes: dict, values: dict | N
     shards) is gathered whole at its writer (:func:`unit_writers`) in one exchange and written
     once, so no chunk has two writers and none is read back and rewritten."""
     key = _key(domain)
-    if len(boxes) == 1:  # one participant: the whole record is here
+    if len(boxes) == 1:  # one participant: the whole record is here, written in one round trip
         if values is not None:
-            for name, array in arrays.items():
-                array[(index, *boxes[key])] = to_numpy(values[name])
+            store.write_together([(array, (index, *boxes[key]), to_numpy(values[name]))
+                                  for name, array in arrays.items()])
         return
     model = next(iter(arrays.values()))
     units = record_units(model.shape[1:], store.write_unit(model)[1:])

@@ -15,19 +15,32 @@ from daskflow.io.layout import slice_planes
 from daskflow.run_config import SlicesConfig
 
 
+def together(operations) -> None:
+    """Await zarr coroutines (array resizes and writes) all in flight together: one round trip to
+    zarr's event loop instead of one each (every one is a hop to zarr's thread and back, which cost
+    a run writing often on a GPU more than its steps). Arrays must be resolved before: a group's
+    lookups are zarr calls of their own, which cannot run inside the loop's coroutine."""
+    from zarr.core.sync import sync
+
+    async def gathered() -> None:
+        await asyncio.gather(*operations)
+
+    sync(gathered())
+
+
+def write_together(writes) -> None:
+    """``array[selection] = values`` for every ``(array, selection, values)`` of ``writes``, in one
+    round trip (:func:`together`)."""
+    together([array._async_array.setitem(selection, values) for array, selection, values in writes])
+
+
 def append_records(arrays, records: list[dict]) -> None:
     """Append ``records`` (dicts of the same names) along ``time`` to the live arrays of a records
     group (the group, or its arrays by name), one resize and one write per array, every array's in
-    flight together on zarr's event loop (one at a time, each a few file operations, cost a run
-    that records every step more than its steps on a GPU); one writer: the caller; visible after
-    :func:`commit`."""
-    from zarr.core.sync import sync
-
+    flight together (:func:`together`); one writer: the caller; visible after :func:`commit`."""
     if not records:
         return
     n = arrays["time"].shape[0]
-    # arrays and values resolved here: a group's lookups are zarr calls of their own, which cannot run
-    # inside the event loop's coroutine
     targets = {name: (arrays[name], np.stack([np.asarray(record[name]) for record in records]))
                for name in records[0]}
 
@@ -35,18 +48,17 @@ def append_records(arrays, records: list[dict]) -> None:
         await array._async_array.resize((n + len(records), *array.shape[1:]))
         await array._async_array.setitem(slice(n, None), values)
 
-    async def append_all() -> None:
-        await asyncio.gather(*(append(array, values) for array, values in targets.values()))
-
-    sync(append_all())
+    together([append(array, values) for array, values in targets.values()])
 
 
-def grow_time(group, names) -> int:
-    """Add one (unwritten) record to the time axis of ``names``; returns its index."""
-    n = group["time"].shape[0]
-    for name in names:
-        array = group[name]
-        array.resize((n + 1, *array.shape[1:]))
+def grow_time(arrays, names, time: float, step: int) -> int:
+    """Add one record to the time axis of ``names`` (arrays of a records group by name, or the
+    group) and write its ``time`` and ``step``; returns its index. The resizes go together, then the
+    clock's two writes (:func:`together`): two round trips for any number of arrays."""
+    n = arrays["time"].shape[0]
+    resized = {name: arrays[name] for name in names}
+    together([array._async_array.resize((n + 1, *array.shape[1:])) for array in resized.values()])
+    write_together([(resized["time"], n, np.float64(time)), (resized["step"], n, np.int64(step))])
     return n
 
 

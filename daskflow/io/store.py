@@ -91,6 +91,7 @@ from daskflow.io.records import (
     time_groups,
     truncate_after,
     unmatched_slices,
+    write_together,
 )
 from daskflow.run_config import RunConfig
 
@@ -100,7 +101,8 @@ __all__ = [
     "commit_checkpoint", "coordinates", "create", "current_slot", "exists", "first_step", "grow_time",
     "has_checkpoint", "is_local", "last_step", "next_slot", "open_for_write", "prepare_slot", "read_checkpoint",
     "read_clock", "read_region", "record_chunks", "record_exchanges", "root_config", "set_current", "slice_planes",
-    "slot_clock", "sync_to_disk", "time_groups", "truncate_after", "unmatched_slices", "write_unit",
+    "slot_clock", "sync_to_disk", "time_groups", "truncate_after", "unmatched_slices", "write_together",
+    "write_unit",
 ]
 
 SLOTS = ("a", "b")
@@ -221,22 +223,26 @@ def _build(path: str, config: RunConfig, grid: Grid, pencil_chunks: tuple, versi
     commit(path)
 
 
-def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) -> None:
+def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) -> tuple:
     """Make checkpoint ``slot`` ready for a new checkpoint: its clock goes first (a slot without a
     clock is never read, so one left half-written by a crash cannot pass for the checkpoint it
     replaced), then its arrays are (re)created with chunks tiling the writer's pencils, unless they
     already have that layout (the new checkpoint rewrites every chunk). Only the other, non-current
-    slot is ever touched."""
+    slot is ever touched. Returns the slot's group and its arrays by name."""
     group = checkpoint.require_group(slot)
     if "clock" in group.attrs:
         del group.attrs["clock"]
     nx, ny, nz = shape
     codecs = compressors(compression, checksum=True)
+    arrays = {}
+    existing = set(group.array_keys())
     for name in FIELD_DIMS:
-        if name in group and _same_layout(group[name], (nx, ny, nz), (nx, *chunks), dtype, codecs):
-            continue
-        group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype, compressors=codecs,
-                           overwrite=True)
+        array = group[name] if name in existing else None
+        if array is None or not _same_layout(array, (nx, ny, nz), (nx, *chunks), dtype, codecs):
+            array = group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype,
+                                       compressors=codecs, overwrite=True)
+        arrays[name] = array
+    return group, arrays
 
 
 def _same_layout(array, shape, chunks, dtype, codecs) -> bool:
@@ -300,11 +306,11 @@ def _sync_directory(folder) -> None:
         os.close(fd)
 
 
-def commit_checkpoint(path: str, slot: str, clock: dict) -> None:
-    """Record the clock in ``slot`` and make it current (after every pencil of the slot is written):
-    on a local store the slot's files are synced to disk, then the pointer is replaced by an atomic
-    rename and its folder synced."""
-    group = open_for_write(path)["checkpoint"][slot]
+def commit_checkpoint(path: str, slot: str, clock: dict, group=None) -> None:
+    """Record the clock in ``slot`` (its ``group``, when the caller holds it open) and make it current
+    (after every pencil of the slot is written): on a local store the slot's files are synced to
+    disk, then the pointer is replaced by an atomic rename and its folder synced."""
+    group = open_for_write(path)["checkpoint"][slot] if group is None else group
     group.attrs.update({"clock": clock})
     if os.environ.get("DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP") == str(clock["step"]):
         os.kill(os.getpid(), 9)  # test hook: die after the data, before the switch

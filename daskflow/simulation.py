@@ -138,6 +138,10 @@ class Simulation:
         s = cfg.solver
         if client is not None:
             self.xp = np  # the host view of the fields (the workers hold them: set() and restarts place them there)
+        elif self.xp is not np:  # the GPU transforms' modules are loaded with the set-up, not in the first step
+            from daskflow.poisson.stages import gpu_irfft2
+
+            gpu_irfft2()
         zeros = [self.xp.zeros(self.grid.shape, dtype=s.dtype, order="F") for _ in range(4)]
         self.state = State(*zeros)
         self.store = cfg.output.store

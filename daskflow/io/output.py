@@ -198,8 +198,8 @@ class Output:
         ``slices/z``, ...), opened once per writer: each opening reads the array's metadata from the
         store. Only ``rank0`` grows the records, through these arrays, so their lengths stay current."""
         if group not in self._arrays:
-            live = self.root[group]
-            self._arrays[group] = {name: live[name] for name in (names or live.array_keys())}
+            live = dict(self.root[group].arrays())  # one listing: every member's metadata read together
+            self._arrays[group] = {name: live[name] for name in (names or live)}
         return self._arrays[group]
 
     def _reopened(self, group: str, names) -> dict:

@@ -22,12 +22,16 @@ COMPONENTS = {"u": 0, "v": 1, "w": 2, "p": None}
 
 
 def to_device(pencil: dict, device: str) -> dict:
-    """Move a host pencil to the worker's GPU (CuPy, in the operators' memory order) when asked to."""
+    """Move a host pencil to the worker's GPU (CuPy, in the operators' memory order) when asked to,
+    and load the GPU transforms' modules there, as part of the run's set-up."""
     if device != "gpu":
         return pencil
     import cupy
 
     from daskflow.ns.operators import memory_order
+    from daskflow.poisson.stages import gpu_irfft2
+
+    gpu_irfft2()
 
     order = memory_order(cupy)
     return {k: cupy.asarray(v, order=order) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}

@@ -114,6 +114,15 @@ def forward_xy(plan: SpectralPlan, key, a, *_):
     return forward_y(plan, key, forward_x(plan, key, a), overwrite=True)
 
 
+def gpu_irfft2():
+    """CuPy's inverse 2-D real FFT that may destroy its input (``cupyx.scipy.fft.irfft2``). Its first
+    import pulls in SciPy's FFT and sparse modules, about a second on a GPU host: a GPU run imports
+    it while it places its fields (:func:`daskflow.ns.placement.to_device`), not in its first step."""
+    import cupyx.scipy.fft
+
+    return cupyx.scipy.fft.irfft2
+
+
 def backward_xy(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
     """Inverse of :func:`forward_xy`; with ``overwrite`` the spectral chunk ``a`` is destroyed
     (NumPy: the y transform, and for PP pairs the complex y FFT, run in place in it)."""
@@ -122,9 +131,7 @@ def backward_xy(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
         xp = array_module(a)
         if xp is not np:
             if overwrite:  # cuFFT's c2r destroys its input: CuPy copies it first unless allowed not to
-                import cupyx.scipy.fft
-
-                return cupyx.scipy.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), overwrite_x=True)
+                return gpu_irfft2()(a, s=(ny, nx), axes=(-2, -1), overwrite_x=True)
             return xp.fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
         import scipy.fft
 

@@ -27,7 +27,8 @@ def test_writes_run_in_submission_order(background):
     assert {name.startswith("daskflow-store") for _, name in done} == {background}
 
 
-def test_a_failed_write_fails_the_next_submission_and_the_rest_still_run():
+def test_a_failed_write_fails_the_run_and_the_writes_after_it_do_not_run():
+    """A checkpoint queued after a lost record must not become the one a restart continues from."""
     queue, done = WriteQueue(True), []
     gate = threading.Event()
 
@@ -35,13 +36,15 @@ def test_a_failed_write_fails_the_next_submission_and_the_rest_still_run():
         gate.wait()
         raise OSError("disk full")
 
+    queue.submit(lambda: done.append(0))
     queue.submit(failing)
-    queue.submit(lambda: done.append(1))
+    queue.submit(lambda: done.append(2))
     gate.set()
     with pytest.raises(OSError, match="disk full"):
         queue.drain()
+    queue.submit(lambda: done.append(3))
     queue.close()
-    assert done == [1]
+    assert done == [0]
 
 
 def test_close_without_raising_logs_the_failure(caplog):
@@ -126,3 +129,29 @@ def test_grow_time_and_write_together_in_one_round_trip_each(tmp_path):
     np.testing.assert_array_equal(reread["time"][:], [0.0, 0.5, 1.0])
     np.testing.assert_array_equal(reread["step"][:], [10, 11, 12])
     np.testing.assert_array_equal(reread["u"][:, 0, 0], [0.0, 1.0, 2.0])
+
+
+def test_a_store_that_fails_mid_run_keeps_the_last_good_checkpoint_and_its_records(tmp_path, monkeypatch):
+    """A record flush fails (a full disk, say) inside the step-8 checkpoint: no later write runs,
+    the writer's thread ends, and the store still restarts from step 4 with no record skipped."""
+    from daskflow.io import output
+
+    path = tmp_path / "full.zarr"
+    sim = Simulation(_config(path)).run(steps=5)  # checkpoint of step 4 on disk
+    calls = []
+
+    def full_disk(arrays, records):
+        calls.append(len(records))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(output.store, "append_records", full_disk)
+    with pytest.raises(StoreError, match="full.zarr"):
+        sim.run(steps=9)
+    assert len(calls) == 1  # the writes queued after the failed one never ran
+    assert not any(t.name.startswith("daskflow-store") for t in threading.enumerate())
+    monkeypatch.undo()
+    assert store.read_clock(str(path), store.current_slot(str(path)))["step"] == 4
+    resumed = Simulation.restart(path)
+    assert resumed.step == 4
+    steps = xr.open_zarr(str(path), group="scalars")["step"].values
+    assert list(steps) == list(range(1, 5))

@@ -6,7 +6,7 @@ reductions it needs are collectives of the domain, one participant (``domain.ran
 small records, and every participant writes the checkpoint chunks of its pencil. Field snapshots
 and slices are stored in chunks sized for analysis, which span several pencils: each chunk is
 gathered at one participant in an exchange of the run and written whole by it
-(:func:`write_record`). CuPy pieces travel as device arrays and are copied to the host by the
+(:func:`daskflow.io.chunks.write_record`). CuPy pieces travel as device arrays and are copied to the host by the
 writer. Nothing passes through the client.
 
 The small records (scalars, profiles) are buffered on ``rank0`` and appended in blocks: one resize
@@ -25,7 +25,6 @@ waits for every write.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import time
 
 import numpy as np
@@ -34,6 +33,7 @@ import zarr
 from daskflow import settings
 from daskflow.backend import array_module, device_constant, is_cupy_array, to_numpy
 from daskflow.io import store
+from daskflow.io.chunks import pencil_boxes, pencil_key, planes_box, write_record
 from daskflow.io.writes import WriteQueue
 from daskflow.ns import operators as ops
 from daskflow.run_config import OutputConfig
@@ -212,7 +212,7 @@ class Output:
                         by_field: bool = False) -> None:
         """Record ``when``, ``step`` and the fields ``values`` (this pencil's blocks ``boxes``) at the end of
         the records group ``group`` (collective): ``rank0`` grows it, then every chunk is written
-        by one participant (:func:`write_record`), the four fields together, or one at a time when
+        by one participant (:func:`daskflow.io.chunks.write_record`), the four fields together, or one at a time when
         ``by_field`` and several participants (a writer then holds at most its chunks of one field)."""
         names = ("time", "step", *store.FIELD_DIMS)
         if domain.rank0:
@@ -228,7 +228,7 @@ class Output:
     def final(self, stepper, state, fields: bool, checkpoint: bool) -> None:
         """The end of a run: the last field snapshot and a checkpoint of the last step (each only
         where the run's schedule did not already write it; collective)."""
-        with store_errors(self.path, state.step):
+        with self.closing_on_error(), store_errors(self.path, state.step):
             if fields:
                 self.fields(stepper, state)
             if checkpoint:
@@ -237,10 +237,20 @@ class Output:
 
     def finish(self, domain, step: int) -> None:
         """End of a run segment: everything written is committed, and every write is done."""
-        with store_errors(self.path, step):
+        with self.closing_on_error(), store_errors(self.path, step):
             if domain.rank0:
                 self.flush(domain, step)
         self.close()
+
+    @contextlib.contextmanager
+    def closing_on_error(self):
+        """On an error inside, wait for the writes handed over so far and end the writer's thread
+        (their own failure logged, not raised: the error inside is the run's), then raise it."""
+        try:
+            yield
+        except BaseException:
+            self.close(raise_errors=False)
+            raise
 
     def close(self, raise_errors: bool = True) -> None:
         """Wait for every write handed over so far (a run stopping on an error: without
@@ -309,14 +319,14 @@ class Output:
         domain, grid = stepper.domain, stepper.grid
         padded = domain.pad_velocity([state.u, state.v, state.w])  # collective: on every participant
         pencils = pencil_boxes(domain.pencil_chunks)
-        mine = pencils[_key(domain)]
+        mine = pencils[pencil_key(domain)]
         xp = array_module(state.u)
         records = {}  # axis name: (the pencils' boxes of its record, this pencil's planes or None)
         for axis_name, planes in self.every.slices.planes.items():
             axis = "xyz".index(axis_name)
             ks = store.slice_planes(grid, axis, planes)
-            boxes = {key: _planes_box(box, axis, ks) for key, box in pencils.items()}
-            box = boxes[_key(domain)]
+            boxes = {key: planes_box(box, axis, ks) for key, box in pencils.items()}
+            box = boxes[pencil_key(domain)]
             values = None
             if box is not None:  # this pencil holds planes box[axis] of the slice
                 start = mine[axis].start
@@ -358,14 +368,16 @@ class Output:
 
     def _write_checkpoint(self, domain, shape: tuple, values: dict, records: dict, clock: dict) -> None:
         slot = store.next_slot(self.path)
-        with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk on disk: a missing one is damage
-            if domain.rank0:
+        every_chunk = {"array.write_empty_chunks": True}  # every chunk on disk: a missing one is damage
+        if domain.rank0:
+            with zarr.config.set(every_chunk):  # read when an array opens
                 group, arrays = store.prepare_slot(self.root["checkpoint"], slot, shape,
                                                    store.checkpoint_chunks(domain.pencil_chunks), values["u"].dtype,
                                                    self.every.compression)
-                self._touched.add("checkpoint")
-                self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
-            domain.barrier()
+            self._touched.add("checkpoint")
+            self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
+        domain.barrier()
+        with zarr.config.set(every_chunk):
             if not domain.rank0:  # the slot as rank0 prepared it
                 group = store.open_for_write(self.path)["checkpoint"][slot]
                 arrays = {name: group[name] for name in store.FIELD_DIMS}
@@ -389,111 +401,3 @@ def _plane(field, padded, axis: int, k: int, staggered: bool):
     below, above = list(inner), list(inner)
     below[axis], above[axis] = k, k + 1  # padded index k is the face below plane k
     return 0.5 * (padded[tuple(below)] + padded[tuple(above)])
-
-
-# ------------------------------------------------------------------ records in chunks of the store
-
-Box = tuple  # (slice, slice, slice): a block of a record, in the record's index space
-
-
-def _key(domain):
-    """The chunk index ``(p, q)`` of this participant's pencil (``(0, 0)`` for a whole field)."""
-    return getattr(domain, "key", (0, 0))
-
-
-def pencil_boxes(pencil_chunks: tuple) -> dict[tuple[int, int], Box]:
-    """Every pencil ``(p, q)`` of a decomposition with its block of the field."""
-    (nx,), ys, zs = pencil_chunks
-    y0, z0 = np.cumsum([0, *ys]), np.cumsum([0, *zs])
-    return {(p, q): (slice(0, nx), slice(int(y0[p]), int(y0[p + 1])), slice(int(z0[q]), int(z0[q + 1])))
-            for p in range(len(ys)) for q in range(len(zs))}
-
-
-def _planes_box(box: Box, axis: int, planes: np.ndarray) -> Box | None:
-    """The block of a slice record (planes ``planes`` along ``axis``, sorted) that the pencil of
-    field block ``box`` holds, or ``None`` when it holds none of the planes."""
-    lo, hi = np.searchsorted(planes, [box[axis].start, box[axis].stop])
-    if lo == hi:
-        return None
-    out = list(box)
-    out[axis] = slice(int(lo), int(hi))
-    return tuple(out)
-
-
-def _intersect(a: Box, b: Box) -> Box | None:
-    out = tuple(slice(max(x.start, y.start), min(x.stop, y.stop)) for x, y in zip(a, b, strict=True))
-    return out if all(s.start < s.stop for s in out) else None
-
-
-def _within(inner: Box, outer: Box) -> Box:
-    """``inner`` in the index space of the block ``outer`` that contains it."""
-    return tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inner, outer, strict=True))
-
-
-def _size(box: Box) -> int:
-    return int(np.prod([s.stop - s.start for s in box]))
-
-
-def record_units(shape, unit) -> list[Box]:
-    """The blocks that tile one record of ``shape`` in units (chunks or shards) of ``unit``."""
-    ranges = [[slice(i, min(i + u, n)) for i in range(0, n, u)] for n, u in zip(shape, unit, strict=True)]
-    return [tuple(box) for box in itertools.product(*ranges)]
-
-
-def unit_writers(units: list[Box], boxes: dict) -> list:
-    """The participant that writes each unit: the one whose block holds most of it, ties going to
-    the one with the least assigned so far, then the lowest key (the same answer on every
-    participant)."""
-    load = dict.fromkeys(boxes, 0)
-    writers = []
-    for unit in units:
-        held = {key: _size(part) for key, box in boxes.items()
-                if box is not None and (part := _intersect(unit, box)) is not None}
-        writer = min(held, key=lambda key: (-held[key], load[key], key))
-        load[writer] += _size(unit)
-        writers.append(writer)
-    return writers
-
-
-def write_record(domain, arrays: dict, index: int, boxes: dict, values: dict | None) -> None:
-    """Write record ``index`` of ``arrays`` (zarr arrays of one shape and chunking, along ``time``;
-    collective): participant ``key`` holds block ``boxes[key]`` of the record (``None``: nothing)
-    and passes its values of every array in ``values``. Each chunk (shard, where the array has
-    shards) is gathered whole at its writer (:func:`unit_writers`) in one exchange and written
-    once, so no chunk has two writers and none is read back and rewritten."""
-    key = _key(domain)
-    if len(boxes) == 1:  # one participant: the whole record is here, written in one round trip
-        if values is not None:
-            store.write_together([(array, (index, *boxes[key]), to_numpy(values[name]))
-                                  for name, array in arrays.items()])
-        return
-    model = next(iter(arrays.values()))
-    units = record_units(model.shape[1:], store.write_unit(model)[1:])
-    writers = unit_writers(units, boxes)
-    mine = {writer: [i for i, w in enumerate(writers) if w == writer] for writer in sorted(set(writers))}
-
-    def sources(dest) -> list:
-        return [s for s in sorted(boxes) if boxes[s] is not None
-                and any(_intersect(units[i], boxes[s]) for i in mine[dest])]
-
-    def cut(plan, source, block, dest) -> dict:
-        box = boxes[source]
-        out = {}
-        for i in mine[dest]:
-            part = _intersect(units[i], box)
-            if part is not None:
-                out[i] = {name: a[_within(part, box)] for name, a in block.items()}
-        return out
-
-    received = domain.ex.exchange({key: values}, list(mine), sources, cut, None)
-    for dest, pieces in received.items():
-        parts = list(zip((boxes[s] for s in sources(dest)), pieces, strict=True))
-        for i in mine[dest]:
-            unit = units[i]
-            held = [(_intersect(unit, box), piece[i]) for box, piece in parts if i in piece]
-            for name, array in arrays.items():
-                sample = held[0][1][name]
-                block = array_module(sample).empty([s.stop - s.start for s in unit], dtype=sample.dtype)
-                for part, piece in held:
-                    block[_within(part, unit)] = piece[name]
-                array[(index, *unit)] = to_numpy(block)

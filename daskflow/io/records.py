@@ -22,10 +22,12 @@ def together(operations) -> None:
     lookups are zarr calls of their own, which cannot run inside the loop's coroutine."""
     from zarr.core.sync import sync
 
-    async def gathered() -> None:
-        await asyncio.gather(*operations)
+    async def gathered() -> list:
+        return await asyncio.gather(*operations, return_exceptions=True)  # every one done before a failure is raised
 
-    sync(gathered())
+    for outcome in sync(gathered()):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 def write_together(writes) -> None:

@@ -37,7 +37,7 @@ drops whatever lies beyond the committed length (:func:`truncate_after`).
 usually spans several pencils. Every chunk of a record has exactly one writer, the participant
 holding most of it (ties go to the one with the least to write), which receives the other parts
 from the pencils that hold them in one exchange of the run and writes the whole chunk at once
-(:func:`daskflow.io.output.write_record`): no chunk is ever written by two participants, nor
+(:func:`daskflow.io.chunks.write_record`): no chunk is ever written by two participants, nor
 read back and rewritten. The same holds for any decomposition and any store, so a restart may
 use other pencils than the run that created the store (stores written before kept chunks tiling
 their pencils; they are written the same way). Sharded arrays of older stores are written shard

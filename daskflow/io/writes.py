@@ -7,7 +7,9 @@ a snapshot costs zarr a few hundred file operations, as long as tens of steps. T
 at a time on one thread, in submission order, so the store goes through the same states as when
 the loop waits for each. At most :attr:`WriteQueue.depth` writes wait at a time (each holds host
 copies of what it writes): a loop that outpaces the store waits for the oldest. A failed write
-fails the run at the next submission, or when the queue is drained at the end of a segment.
+fails the run at the next submission, or when the queue is drained at the end of a segment; the
+writes queued after it do not run (a checkpoint written after a lost record would make a restart
+skip that record for good).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class WriteQueue:
     def __init__(self, background: bool) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="daskflow-store") if background else None
         self._waiting: collections.deque[Future] = collections.deque()
+        self._failed = False  # a write failed: the later ones are skipped
 
     @property
     def background(self) -> bool:
@@ -43,7 +46,16 @@ class WriteQueue:
         self._collect(block=False)
         while len(self._waiting) >= self.depth:  # the loop runs ahead of the store: wait for the oldest
             self._waiting.popleft().result()
-        self._waiting.append(self._pool.submit(write))
+        self._waiting.append(self._pool.submit(self._unless_failed, write))
+
+    def _unless_failed(self, write: Callable[[], None]) -> None:
+        if self._failed:
+            return
+        try:
+            write()
+        except BaseException:
+            self._failed = True
+            raise
 
     def drain(self) -> None:
         """Wait until every submitted write is done; the first failure among them is raised."""

@@ -91,14 +91,12 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
             domain.allreduce(0.0, "max")
         return domain.carried_result > 0.0
 
-    try:
+    if writer is None:
+        return advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None
+                       else should_stop)
+    with writer.closing_on_error():  # what was handed to the store's thread reaches the store
         advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
-    except BaseException:
-        if writer is not None:  # what was handed to the store's thread still reaches the store
-            writer.close(raise_errors=False)
-        raise
-    if writer is not None:
-        writer.finish(domain, state.step)
+    writer.finish(domain, state.step)
     return state
 
 
@@ -128,7 +126,8 @@ def final_output(plan: FlowPlan, stepper: Stepper, state: State, fields: bool, c
 def write_checkpoint(plan: FlowPlan, stepper: Stepper, state: State) -> None:
     """A checkpoint of the current state (every participant together), on disk when this returns."""
     writer = writer_for(plan)
-    writer.checkpoint(stepper, state)
+    with writer.closing_on_error():
+        writer.checkpoint(stepper, state)
     writer.close()
 
 

@@ -155,3 +155,18 @@ def test_a_store_that_fails_mid_run_keeps_the_last_good_checkpoint_and_its_recor
     assert resumed.step == 4
     steps = xr.open_zarr(str(path), group="scalars")["step"].values
     assert list(steps) == list(range(1, 5))
+
+
+def test_a_checkpoint_of_all_zero_fields_has_every_chunk_on_disk(tmp_path):
+    """The pressure is zero at the start: its checkpoint chunks are written all the same (a missing
+    chunk marks a damaged checkpoint), without zarr's process-wide setting."""
+    path = tmp_path / "zero.zarr"
+    sim = Simulation(_config(path))
+    sim.checkpoint()
+    slot = store.current_slot(str(path))
+    pressure = zarr.open_group(str(path), mode="r")["checkpoint"][slot]["p"]
+    assert not pressure[...].any()
+    chunk_files = [f for f in (path / "checkpoint" / slot / "p").rglob("*") if f.is_file() and f.name != "zarr.json"]
+    assert len(chunk_files) == pressure.nchunks
+    assert zarr.config.get("array.write_empty_chunks") is False
+    assert Simulation.restart(path).step == 0

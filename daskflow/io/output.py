@@ -28,7 +28,6 @@ import contextlib
 import time
 
 import numpy as np
-import zarr
 
 from daskflow import settings
 from daskflow.backend import array_module, device_constant, is_cupy_array, to_numpy
@@ -368,20 +367,21 @@ class Output:
 
     def _write_checkpoint(self, domain, shape: tuple, values: dict, records: dict, clock: dict) -> None:
         slot = store.next_slot(self.path)
-        every_chunk = {"array.write_empty_chunks": True}  # every chunk on disk: a missing one is damage
         if domain.rank0:
-            with zarr.config.set(every_chunk):  # read when an array opens
-                group, arrays = store.prepare_slot(self.root["checkpoint"], slot, shape,
-                                                   store.checkpoint_chunks(domain.pencil_chunks), values["u"].dtype,
-                                                   self.every.compression)
+            group, arrays = store.prepare_slot(self.root["checkpoint"], slot, shape,
+                                               store.checkpoint_chunks(domain.pencil_chunks), values["u"].dtype,
+                                               self.every.compression)
             self._touched.add("checkpoint")
             self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
         domain.barrier()
-        with zarr.config.set(every_chunk):
-            if not domain.rank0:  # the slot as rank0 prepared it
-                group = store.open_for_write(self.path)["checkpoint"][slot]
-                arrays = {name: group[name] for name in store.FIELD_DIMS}
-            store.write_together([(arrays[name], domain.region, to_numpy(values[name])) for name in store.FIELD_DIMS])
+        if not domain.rank0:  # the slot as rank0 prepared it
+            group = store.open_for_write(self.path)["checkpoint"][slot]
+            arrays = {name: group[name] for name in store.FIELD_DIMS}
+        # every chunk on disk, a missing one is damage: set on these arrays alone (zarr's global setting
+        # is shared by the threads of an in-process team)
+        every_chunk = {"write_empty_chunks": True}
+        store.write_together([(arrays[name].with_config(every_chunk), domain.region, to_numpy(values[name]))
+                              for name in store.FIELD_DIMS])
         domain.barrier()  # every pencil of the slot is on disk
         if domain.rank0:
             store.commit_checkpoint(self.path, slot, clock, group)

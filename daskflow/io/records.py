@@ -33,7 +33,7 @@ def together(operations) -> None:
 def write_together(writes) -> None:
     """``array[selection] = values`` for every ``(array, selection, values)`` of ``writes``, in one
     round trip (:func:`together`)."""
-    together([array._async_array.setitem(selection, values) for array, selection, values in writes])
+    together([array.async_array.setitem(selection, values) for array, selection, values in writes])
 
 
 def append_records(arrays, records: list[dict]) -> None:
@@ -47,8 +47,8 @@ def append_records(arrays, records: list[dict]) -> None:
                for name in records[0]}
 
     async def append(array, values) -> None:
-        await array._async_array.resize((n + len(records), *array.shape[1:]))
-        await array._async_array.setitem(slice(n, None), values)
+        await array.async_array.resize((n + len(records), *array.shape[1:]))
+        await array.async_array.setitem(slice(n, None), values)
 
     together([append(array, values) for array, values in targets.values()])
 
@@ -59,7 +59,7 @@ def grow_time(arrays, names, time: float, step: int) -> int:
     clock's two writes (:func:`together`): two round trips for any number of arrays."""
     n = arrays["time"].shape[0]
     resized = {name: arrays[name] for name in names}
-    together([array._async_array.resize((n + 1, *array.shape[1:])) for array in resized.values()])
+    together([array.async_array.resize((n + 1, *array.shape[1:])) for array in resized.values()])
     write_together([(resized["time"], n, np.float64(time)), (resized["step"], n, np.int64(step))])
     return n
 
@@ -89,7 +89,7 @@ def truncate_after(path: str, step: int) -> None:
             if array.metadata.dimension_names and array.metadata.dimension_names[0] == "time":
                 # chunks past the new end stay until overwritten: deleting them before the commit
                 # would put fill values inside the committed length for a reader meanwhile
-                sync(array._async_array.resize((keep, *array.shape[1:]), delete_outside_chunks=False))
+                sync(array.async_array.resize((keep, *array.shape[1:]), delete_outside_chunks=False))
     commit(path)
 
 

@@ -235,9 +235,9 @@ def prepare_slot(checkpoint, slot: str, shape, chunks, dtype, compression: str) 
     nx, ny, nz = shape
     codecs = compressors(compression, checksum=True)
     arrays = {}
-    existing = set(group.array_keys())
+    existing = dict(group.arrays())  # one listing: every array's metadata read together
     for name in FIELD_DIMS:
-        array = group[name] if name in existing else None
+        array = existing.get(name)
         if array is None or not _same_layout(array, (nx, ny, nz), (nx, *chunks), dtype, codecs):
             array = group.create_array(name, shape=(nx, ny, nz), chunks=(nx, *chunks), dtype=dtype,
                                        compressors=codecs, overwrite=True)

@@ -10,6 +10,7 @@ so every participant must call the same body with the same arguments.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from daskflow.ns.domain import FlowDomain, FlowPlan
@@ -91,12 +92,11 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
             domain.allreduce(0.0, "max")
         return domain.carried_result > 0.0
 
-    if writer is None:
-        return advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None
-                       else should_stop)
-    with writer.closing_on_error():  # what was handed to the store's thread reaches the store
+    # on an error, what was handed to the store's thread still reaches the store
+    with contextlib.nullcontext() if writer is None else writer.closing_on_error():
         advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
-    writer.finish(domain, state.step)
+    if writer is not None:
+        writer.finish(domain, state.step)
     return state
 
 

@@ -59,15 +59,17 @@ def test_the_loop_waits_once_depth_writes_are_waiting():
     queue.submit(gate.wait)  # the thread is busy until the gate opens
     for _ in range(WriteQueue.depth - 1):
         queue.submit(lambda: None)
-    submitted = threading.Event()
+    entering, submitted = threading.Event(), threading.Event()
 
     def one_more():
+        entering.set()
         queue.submit(lambda: None)
         submitted.set()
 
     caller = threading.Thread(target=one_more)
     caller.start()
-    assert not submitted.wait(0.2)  # held back: depth writes wait already
+    entering.wait()
+    assert not submitted.wait(0.2)  # held back while depth writes wait (a slow machine only holds it longer)
     gate.set()
     caller.join()
     assert submitted.is_set()

@@ -3,10 +3,14 @@ goes (per-stage breakdown on one GPU). Prints one JSON document with the device 
 
     python benchmarks/channel_step.py [--shape 512 256 144] [--steps 10] [--implicit z]
     python benchmarks/channel_step.py --gpus 4 ...   # y scaled by 4, one y-slab per GPU worker (UCX)
+    python benchmarks/channel_step.py --gpus 2 --comm nccl --variants 1:off 4:on   # transpose settings
 
 With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
 ``LocalCUDACluster`` with one pencil per GPU: pencils (N, 1), or each ``--layouts PY PZ`` given, each
 with every transport of ``--comm`` (``cluster.comm``: nccl, mailbox, auto), all on one cluster.
+``--variants SLABS:CE`` repeats every point with the workers' ``daskflow.transpose-slabs`` set to
+SLABS and ``daskflow.nccl-copy-engine`` on or off (the pressure solve's transposes whole or in z
+slabs, over NCCL's copy engines or its multiprocessors), each a new simulation on the same cluster.
 After the timed steps, as many steps again run with :mod:`daskflow.profiling` switched on: the
 per-phase breakdown (halos, pressure solve, implicit solves, reductions, the rest of the local
 operators, and the time spent waiting for peers) in ms per step, per worker. The profiled steps
@@ -16,6 +20,7 @@ synchronise the GPU at every phase boundary, so their total is a little above th
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import sys
@@ -93,43 +98,47 @@ def distributed(args) -> list[dict]:
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     layouts = args.layouts or [[args.gpus, 1]]
+    variants = [variant.split(":") for variant in args.variants] or [[None, None]]
     rows = []
     with cuda_cluster(args.gpus, args.protocol, args.rmm_pool_size) as cluster, Client(cluster) as client:
         device = cluster_device(client)
-        for pencils in layouts:
-            for comm in args.comm:
-                cfg = _config(shape, args.implicit, pencils, args.z_solve)
-                cfg["cluster"] = {"comm": comm}
-                sim = Simulation(cfg, client=client)
-                sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
-                runs = []
-                for _ in range(args.runs):
-                    start = time.perf_counter()
-                    sim.run(steps=args.steps)
-                    runs.append((time.perf_counter() - start) / args.steps)
-                seconds = float(np.median(runs))
-                per_step, per_run = steady(sim.run, args.steps)
-                with profile_workers(client) as reports:
-                    sim.run(steps=args.steps)
-                    phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
-                with profile_workers(client, events=True) as reports:
-                    sim.run(steps=args.steps)
-                    timeline = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
-                row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
-                       "pencils": pencils, "comm": sim.comm, "protocol": args.protocol,
-                       "implicit_diffusion": args.implicit,
-                       "z_solve": args.z_solve, "rmm_pool_size": args.rmm_pool_size,
-                       "seconds_per_step": seconds, "seconds_per_step_runs": runs,
-                       "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
-                       "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
-                       "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
-                       "device_phases_ms_per_step": timeline,
-                       "halo_round_ms": _halo_round_ms(list(phases.values())),
-                       "exchange_fraction": _exchange_fraction(phases),
-                       "device_exchange_fraction": _device_exchange_fraction(timeline),
-                       "note": "one fused task per worker per run; all steps of a run inside it"}
-                print(json.dumps(row), file=sys.stderr)
-                rows.append(row)
+        for pencils, comm, (slabs, engine) in itertools.product(layouts, args.comm, variants):
+            settings = {}
+            if slabs is not None:
+                settings = {"daskflow.transpose-slabs": int(slabs), "daskflow.nccl-copy-engine": engine == "on"}
+                client.run(_set_config, settings)
+            cfg = _config(shape, args.implicit, pencils, args.z_solve)
+            cfg["cluster"] = {"comm": comm}
+            sim = Simulation(cfg, client=client)
+            sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
+            runs = []
+            for _ in range(args.runs):
+                start = time.perf_counter()
+                sim.run(steps=args.steps)
+                runs.append((time.perf_counter() - start) / args.steps)
+            seconds = float(np.median(runs))
+            per_step, per_run = steady(sim.run, args.steps)
+            with profile_workers(client) as reports:
+                sim.run(steps=args.steps)
+                phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
+            with profile_workers(client, events=True) as reports:
+                sim.run(steps=args.steps)
+                timeline = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
+            row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
+                   "pencils": pencils, "comm": sim.comm, "protocol": args.protocol, "settings": settings,
+                   "implicit_diffusion": args.implicit,
+                   "z_solve": args.z_solve, "rmm_pool_size": args.rmm_pool_size,
+                   "seconds_per_step": seconds, "seconds_per_step_runs": runs,
+                   "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
+                   "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
+                   "divergence_max": sim.divergence_max(), "phases_ms_per_step": phases,
+                   "device_phases_ms_per_step": timeline,
+                   "halo_round_ms": _halo_round_ms(list(phases.values())),
+                   "exchange_fraction": _exchange_fraction(phases),
+                   "device_exchange_fraction": _device_exchange_fraction(timeline),
+                   "note": "one fused task per worker per run; all steps of a run inside it"}
+            print(json.dumps(row), file=sys.stderr)
+            rows.append(row)
     return rows
 
 
@@ -180,6 +189,13 @@ def cluster_device(client) -> str:
     return sorted(set(client.run(_device_name).values()))[0]
 
 
+def _set_config(values: dict) -> None:
+    """Set dask config keys in a worker (for its later tasks)."""
+    import dask
+
+    dask.config.set(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", type=int, nargs=3, default=[512, 256, 144])
@@ -198,6 +214,9 @@ def main() -> None:
                         help="Dask's own comms between the workers (cluster.protocol)")
     parser.add_argument("--rmm-pool-size", default=None,
                         help="RMM pool per GPU worker for CuPy (cluster.rmm_pool_size; default none: CuPy's pool)")
+    parser.add_argument("--variants", nargs="+", default=[], metavar="SLABS:CE",
+                        help="transpose settings to time each point with, e.g. 1:off 4:on (daskflow.transpose-slabs, "
+                             "daskflow.nccl-copy-engine)")
     parser.add_argument("--z-solve", default="direct", choices=["direct", "transpose"],
                         help="distributed z-implicit path (solver.z_solve)")
     args = parser.parse_args()

@@ -22,66 +22,30 @@ import multiprocessing
 import queue
 import time
 
-UNDEF = -(2 ** 31)  # NCCL_CONFIG_UNDEF_INT
-POLICIES = {"default": 0, "zero_cta": 2}  # NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_ZERO
-NCCL_FLOAT64, WIN_COLL_SYMMETRIC = 8, 1
+from daskflow.pencils.copy_engine import (
+    NCCL_FLOAT64,
+    POLICIES,
+    WIN_COLL_SYMMETRIC,
+    Config,
+    UniqueId,
+    check,
+    library,
+    unique_id,
+    version,
+)
 
 
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
-
-
-class Config(ctypes.Structure):
-    """``ncclConfig_t`` as NCCL 2.27 laid it out: the library reads a config by its version and size."""
-
-    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
-                ("blocking", ctypes.c_int), ("cgaClusterSize", ctypes.c_int), ("minCTAs", ctypes.c_int),
-                ("maxCTAs", ctypes.c_int), ("netName", ctypes.c_char_p), ("splitShare", ctypes.c_int),
-                ("trafficClass", ctypes.c_int), ("commName", ctypes.c_char_p), ("collnetEnable", ctypes.c_int),
-                ("CTAPolicy", ctypes.c_int), ("shrinkShare", ctypes.c_int), ("nvlsCTAs", ctypes.c_int)]
-
-    @classmethod
-    def with_policy(cls, policy: int) -> Config:
-        config = cls(size=ctypes.sizeof(cls), magic=0xCAFEBEEF, version=22703)
-        for name, kind in cls._fields_[3:]:
-            if kind is ctypes.c_int:
-                setattr(config, name, UNDEF)
-        config.CTAPolicy = policy
-        return config
-
-
-def nccl_library() -> ctypes.CDLL:
-    """The libnccl CuPy loaded, with the signatures used here."""
-    import cupy.cuda.nccl  # noqa: F401 - loads libnccl.so.2 into this process
-
-    lib = ctypes.CDLL("libnccl.so.2")
-    lib.ncclGetErrorString.restype = ctypes.c_char_p
-    lib.ncclCommInitRankConfig.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int,
-                                           ctypes.POINTER(Config)]
-    lib.ncclAlltoAll.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
-                                 ctypes.c_void_p]
-    lib.ncclMemAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-    lib.ncclCommWindowRegister.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
-    return lib
-
-
-def _check(lib, result: int, what: str) -> None:
-    if result != 0:
-        raise RuntimeError(f"{what}: NCCL error {result} ({lib.ncclGetErrorString(result).decode()})")
-
-
-def _buffers(lib, comm, policy: int, nbytes: int):
+def _buffers(comm, policy: int, nbytes: int):
     """Send and receive buffers: CuPy's for the default policy, NCCL's registered windows for zero-CTA."""
     import cupy
 
     if policy != POLICIES["zero_cta"]:
         return cupy.empty(nbytes // 8), cupy.empty(nbytes // 8)
-    out = []
+    lib, out = library(), []
     for _ in range(2):
         pointer, window = ctypes.c_void_p(), ctypes.c_void_p()
-        _check(lib, lib.ncclMemAlloc(ctypes.byref(pointer), nbytes), "ncclMemAlloc")
-        _check(lib, lib.ncclCommWindowRegister(comm, pointer, nbytes, ctypes.byref(window), WIN_COLL_SYMMETRIC),
+        check(lib.ncclMemAlloc(ctypes.byref(pointer), nbytes), "ncclMemAlloc")
+        check(lib.ncclCommWindowRegister(comm, pointer, nbytes, ctypes.byref(window), WIN_COLL_SYMMETRIC),
                "ncclCommWindowRegister")
         memory = cupy.cuda.UnownedMemory(pointer.value, nbytes, owner=None)
         out.append(cupy.ndarray((nbytes // 8,), dtype=cupy.float64, memptr=cupy.cuda.MemoryPointer(memory, 0)))
@@ -93,11 +57,11 @@ def rank_main(rank: int, ranks: int, uid: bytes, policy: int, sizes: list[int], 
     import cupy
 
     cupy.cuda.Device(rank).use()
-    lib = nccl_library()
+    lib = library()
     unique = UniqueId()
     ctypes.memmove(ctypes.addressof(unique), uid, 128)
     comm = ctypes.c_void_p()
-    _check(lib, lib.ncclCommInitRankConfig(ctypes.byref(comm), ranks, unique, rank,
+    check(lib.ncclCommInitRankConfig(ctypes.byref(comm), ranks, unique, rank,
                                            ctypes.byref(Config.with_policy(policy))), "ncclCommInitRankConfig")
     transfer, compute = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
     load = cupy.ones(2 ** 28)
@@ -121,11 +85,11 @@ def rank_main(rank: int, ranks: int, uid: bytes, policy: int, sizes: list[int], 
     for mib in sizes:
         nbytes = mib * 2 ** 20
         count = nbytes // 8 // ranks
-        send, recv = _buffers(lib, comm, policy, nbytes)
+        send, recv = _buffers(comm, policy, nbytes)
         send[...] = cupy.repeat(cupy.arange(ranks, dtype=cupy.float64) + 100 * rank, count)
 
         def alltoall(send=send, recv=recv, count=count) -> None:
-            _check(lib, lib.ncclAlltoAll(send.data.ptr, recv.data.ptr, count, NCCL_FLOAT64, comm, transfer.ptr),
+            check(lib.ncclAlltoAll(send.data.ptr, recv.data.ptr, count, NCCL_FLOAT64, comm, transfer.ptr),
                    "ncclAlltoAll")
 
         alone = events_ms(alltoall, transfer)
@@ -146,12 +110,9 @@ def rank_main(rank: int, ranks: int, uid: bytes, policy: int, sizes: list[int], 
 
 def run_policy(policy: int, ranks: int, sizes: list[int], timeout: float) -> list[dict]:
     """Every rank's results for ``policy`` (one process per GPU); raises if a rank fails or hangs."""
-    lib = nccl_library()
-    unique = UniqueId()
-    _check(lib, lib.ncclGetUniqueId(ctypes.byref(unique)), "ncclGetUniqueId")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    uid = ctypes.string_at(ctypes.addressof(unique), 128)
+    uid = unique_id()
     processes = [context.Process(target=rank_main, args=(r, ranks, uid, policy, sizes, results))
                  for r in range(ranks)]
     for process in processes:
@@ -183,11 +144,8 @@ def main() -> None:
 
     from daskflow.backend import device_name
 
-    lib = nccl_library()
-    version = ctypes.c_int()
-    _check(lib, lib.ncclGetVersion(ctypes.byref(version)), "ncclGetVersion")
     out = {"benchmark": "nccl_copy_engine", "device": device_name(cupy), "gpus": args.gpus,
-           "nccl": version.value, "results": {}}
+           "nccl": version(), "results": {}}
     for name, policy in POLICIES.items():
         rows = run_policy(policy, args.gpus, args.mib, args.timeout)
         out["results"][name] = {"rank0": [r for r in rows if r["rank"] == 0], "ranks": rows}

@@ -78,6 +78,42 @@ def test_nccl_steps_equal_the_mailbox_bit_for_bit(cuda_client):
         assert runs["nccl"][1] == runs["mailbox"][1]
 
 
+def _set_config(values: dict) -> None:
+    import dask
+
+    dask.config.set(values)
+
+
+def _copy_engine_used(dask_worker=None) -> bool:
+    return any(getattr(t.link, "_engine", None) is not None for t in dask_worker.daskflow_transports.values())
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus):
+    """With ``daskflow.nccl-copy-engine`` the pressure solve's transposes at (gpus, 1) move as NCCL
+    all-to-alls on the copy engines, whole and in three z slabs: the same bits as the mailbox."""
+    _needs(gpus)
+    import dask
+    from distributed import Client
+
+    from daskflow.pencils import copy_engine
+
+    if not copy_engine.available():
+        pytest.skip("needs NCCL 2.28 or later")
+    with dask.config.set({"daskflow.nccl-copy-engine": True}), _cluster(gpus) as cluster, Client(cluster) as client:
+        runs = {}
+        for comm, slabs in (("mailbox", 1), ("nccl", 1), ("nccl", 3)):
+            client.run(_set_config, {"daskflow.transpose-slabs": slabs})
+            sim = Simulation(_channel((gpus, 1), comm), client=client)
+            sim.run(steps=6)
+            runs[comm, slabs] = (_fields(sim), sim.diagnostics())
+        assert all(client.run(_copy_engine_used).values())
+        for key in (("nccl", 1), ("nccl", 3)):
+            for name in "uvwp":
+                np.testing.assert_array_equal(runs[key][0][name], runs["mailbox", 1][0][name])
+            assert runs[key][1] == runs["mailbox", 1][1]
+
+
 def test_auto_times_nccl_and_the_mailbox_on_gpu_workers(cuda_client, tmp_path, monkeypatch):
     """On GPU workers ``auto`` times NCCL against the mailbox on the run's own pressure solve and
     runs on the faster."""

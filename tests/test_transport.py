@@ -14,7 +14,7 @@ from distributed import Client, LocalCluster
 
 from daskflow import Grid, Simulation
 from daskflow.config import validate
-from daskflow.pencils import transport, wire
+from daskflow.pencils import copy_engine, transport, wire
 from daskflow.pencils.transport import CommSpec, PackedTransport, choose_comm
 from tests.helpers import CHANNEL
 
@@ -130,6 +130,63 @@ class PostingLoopbackLink(LoopbackLink):
         self.payload_round([], recvs, lambda: False, 60.0)
 
 
+class HostWindows(copy_engine.CopyEngine):
+    """The copy engine's pool of windows over NumPy buffers (no communicator)."""
+
+    made = 0  # windows made, over every rank
+
+    def __init__(self) -> None:
+        self._free = []
+
+    def _allocate(self, nbytes: int) -> copy_engine.Window:
+        type(self).made += 1
+        return copy_engine.Window(np.empty(nbytes, np.uint8), np.empty(nbytes, np.uint8), nbytes)
+
+
+class CollectiveLoopbackLink(PostingLoopbackLink):
+    """A posting loopback link with an all-to-all of its own, as NCCL's copy engines: pieces packed
+    into slots of pooled windows, the received ones views of a receive buffer whose bytes are all
+    ones (NaN) until the wait."""
+
+    alltoalls = 0  # all-to-alls waited for, over every rank
+
+    def __init__(self, hub: LoopbackHub, rank: int, size: int) -> None:
+        super().__init__(hub, rank)
+        self.size, self.windows = size, HostWindows()
+
+    def collective_slot(self, sizes, abort, timeout):
+        local = max(copy_engine.packed(s)[1] for s in sizes) if sizes else 0
+        others = [p for p in range(self.size) if p != self.rank]
+        received = self.header_round({p: local.to_bytes(8, "little") for p in others}, others, abort, timeout)
+        values = [local, *(int.from_bytes(v, "little") for v in received.values())]
+        return 0 if min(values) == 0 else max(values)
+
+    def collective_post(self, sends, layouts, slot):
+        window = self.windows.take(self.size * slot)
+        for peer, leaves in sends.items():
+            offsets, _ = copy_engine.packed([leaf.nbytes for leaf in leaves])
+            for leaf, offset in zip(leaves, offsets, strict=True):
+                start = peer * slot + offset
+                window.send[start:start + leaf.nbytes] = leaf.reshape(-1, order="A").view(np.uint8)
+            self.hub.queue(self.hub.payloads, self.rank, peer).put(window.send[peer * slot:(peer + 1) * slot].copy())
+        window.recv[...] = 0xFF
+        received = {}
+        for peer, entries in layouts.items():
+            offsets, _ = copy_engine.packed([wire.layout_nbytes(layout) for layout in entries])
+            received[peer] = [np.ndarray(shape, np.dtype(dtype), buffer=window.recv, offset=peer * slot + offset,
+                                         order=order)
+                              for (shape, dtype, order), offset in zip(entries, offsets, strict=True)]
+        return received, (window, slot, list(layouts))
+
+    def collective_wait(self, token) -> None:
+        window, slot, peers = token
+        for peer in peers:
+            window.recv[peer * slot:(peer + 1) * slot] = self._get(self.hub.queue(self.hub.payloads, peer, self.rank),
+                                                                   lambda: False, 60.0)
+        type(self).alltoalls += 1
+        self.windows.give(window)
+
+
 HUBS: dict = {}
 
 
@@ -139,6 +196,10 @@ def _loopback(spec: CommSpec, rank: int) -> LoopbackLink:
 
 def _posting_loopback(spec: CommSpec, rank: int) -> LoopbackLink:
     return PostingLoopbackLink(HUBS.setdefault(spec.ids, LoopbackHub()), rank)
+
+
+def _collective_loopback(spec: CommSpec, rank: int) -> LoopbackLink:
+    return CollectiveLoopbackLink(HUBS.setdefault(spec.ids, LoopbackHub()), rank, len(spec.workers))
 
 
 def _all_to_all(transports, pieces, site=None, on_error=None):
@@ -263,6 +324,16 @@ def posting_loopback(loopback, monkeypatch):
     monkeypatch.setattr(daskflow.poisson.solver, "COMMS", transport.COMMS)
 
 
+@pytest.fixture
+def collective_loopback(loopback, monkeypatch):
+    """Besides ``loopback``, "collective-loopback": a posting link with an all-to-all of its own
+    (:class:`CollectiveLoopbackLink`), as NCCL's copy engines."""
+    import daskflow.poisson.solver
+
+    _register_link(monkeypatch, "collective-loopback", _collective_loopback)
+    monkeypatch.setattr(daskflow.poisson.solver, "COMMS", transport.COMMS)
+
+
 def _register_link(monkeypatch, name: str, link) -> None:
     monkeypatch.setitem(transport.LINKS, name, link)
     monkeypatch.setitem(transport.BOOTSTRAPS, name, lambda client, workers, device: (uuid.uuid4().hex,))
@@ -319,6 +390,34 @@ def test_transposes_pipelined_in_slabs_equal_whole_ones_bit_for_bit(posting_loop
     assert PostingLoopbackLink.posts == 4 * 2 * 3 * 4 * 2 * 3
     for name in "uvwp":
         np.testing.assert_array_equal(runs["posting-loopback"][name], runs["loopback"][name])
+
+
+@pytest.mark.parametrize(("pencils", "slabs", "alltoalls"), [((4, 1), 3, 4 * 2 * 3 * 2 * 3), ((4, 1), 1, 4 * 2 * 3 * 2),
+                                                            ((2, 2), 3, 0)])
+def test_collective_transposes_equal_point_to_point_ones_bit_for_bit(collective_loopback, pencils, slabs, alltoalls):
+    """Over a link with an all-to-all of its own (as NCCL's copy engines), a transpose among all the
+    workers moves as one all-to-all per slab, each received piece a view of the link's receive
+    buffer, unset (NaN) until its wait: the steps give the bits of point-to-point transposes, and the
+    link's windows are reused rather than made per exchange. At (2, 2) each transpose joins two
+    workers of four: it stays point to point."""
+    import dask
+
+    import daskflow.settings  # noqa: F401 - its keys registered before the override, not inside it
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client, dask.config.set({"daskflow.transpose-slabs": slabs}):
+        runs = {}
+        for comm in ("loopback", "collective-loopback"):
+            sim = Simulation(_channel(pencils), client=client)
+            sim.comm = comm
+            CollectiveLoopbackLink.alltoalls = HostWindows.made = 0
+            sim.run(steps=2)
+            runs[comm] = {name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}
+    # per worker, step and substep: the pressure solve's two transposes, one all-to-all per slab
+    assert CollectiveLoopbackLink.alltoalls == alltoalls
+    assert HostWindows.made <= 4 * 2 * slabs  # per worker: the slabs in flight, for each direction at most
+    for name in "uvwp":
+        np.testing.assert_array_equal(runs["collective-loopback"][name], runs["loopback"][name])
 
 
 def test_auto_uses_the_mailbox_on_cpu_workers_and_nccl_is_refused():
@@ -692,11 +791,11 @@ def _count_exchanges(monkeypatch) -> dict:
     counts: dict = {}
     original = direct.DirectExecutor.exchange
 
-    def exchange(self, blocks, dests, sources, cut, join, extras=(), site=None):
+    def exchange(self, blocks, dests, sources, cut, join, extras=(), site=None, collective=False):
         if self.me == min(self.owner(d) for d in dests):  # one worker's count
             name = getattr(cut, "__qualname__", "").replace("solve_distributed.<locals>.<lambda>", "z solve rows")
             counts[name] = counts.get(name, 0) + 1
-        return original(self, blocks, dests, sources, cut, join, extras, site)
+        return original(self, blocks, dests, sources, cut, join, extras, site, collective)
 
     monkeypatch.setattr(direct.DirectExecutor, "exchange", exchange)
     return counts

@@ -11,6 +11,9 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
   the result, for a later ``map`` to consume (a scatter). ``site`` (optional) names a call site whose
   pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
   transport may then describe them only the first time (:class:`~daskflow.pencils.transport.PackedTransport`).
+  ``collective`` says that within each group of ``sources`` every chunk sends to every other and
+  ``join`` copies the pieces it gets (a transpose): a transport may then move the exchange as one
+  all-to-all through buffers of its own.
 * ``transpose(blocks, keys, sources, head, before, cut, join, after=(), extras=(), site=None)``:
   ``exchange(map([*head, *before], keys, blocks), keys, sources, cut, [*join, *after], extras, site)``
   between the chunks of one z range (memory axis 0 is z on both sides). :class:`DirectExecutor`
@@ -52,7 +55,7 @@ def transpose_whole(ex, blocks: Mapping, keys, sources: Callable, head, before, 
     keys = list(keys)
     if head or before:
         blocks = ex.map([*head, *before], keys, blocks)
-    return ex.exchange(blocks, keys, sources, cut, [*join, *after], extras, site)
+    return ex.exchange(blocks, keys, sources, cut, [*join, *after], extras, site, collective=True)
 
 
 class LocalExecutor:
@@ -65,7 +68,8 @@ class LocalExecutor:
         return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in keys}
 
     def exchange(self, blocks: Mapping, dests: Iterable[Key], sources: Callable[[Key], list],
-                 cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+                 cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None,
+                 collective: bool = False) -> dict:
         out = {}
         for d in dests:
             pieces = [cut(self.plan, s, blocks[s], d) for s in sources(d)]
@@ -119,13 +123,13 @@ class DirectExecutor:
         return {k: run_chain(self.plan, k, chain, blocks[k], *(e[k] for e in extras)) for k in self._mine(keys)}
 
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
-                 extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+                 extras: Sequence[Mapping] = (), site: str | None = None, collective: bool = False) -> dict:
         dests = list(dests)
-        xid, received = self._send(blocks, dests, sources, cut, site, post=False)
+        xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective)
         return self._joined(xid, received, dests, sources, join, extras)
 
     def _send(self, blocks: Mapping, dests: list, sources: Callable, cut: Callable, site: str | None,
-              post: bool) -> tuple:
+              post: bool, collective: bool = False) -> tuple:
         """Cut and tag this participant's pieces of one exchange and hand them to the transport:
         ``(exchange id, the received pieces by tag)``, or with ``post`` the transport's
         :class:`~daskflow.pencils.transport.Posted` instead of the pieces."""
@@ -150,7 +154,8 @@ class DirectExecutor:
         with self.clock("exchange: transport"):  # a synchronising clock's waits stay out of ``waited``
             start = time.perf_counter()
             try:
-                received = move(outgoing, incoming, run_of(xid), site=None if site is None else f"{self.scope}:{site}")
+                received = move(outgoing, incoming, run_of(xid), site=None if site is None else f"{self.scope}:{site}",
+                                collective=collective)
             finally:
                 self.waited += time.perf_counter() - start
         return xid, received
@@ -198,7 +203,8 @@ class DirectExecutor:
         """The body of a transpose in ``slabs`` slabs; ``posted`` holds the posts not yet waited for."""
         for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
             part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
-            posted.append(self._send(part, keys, sources, cut, None if site is None else f"{site}/{i}", post=True))
+            posted.append(self._send(part, keys, sources, cut, None if site is None else f"{site}/{i}", post=True,
+                                     collective=True))
             del part  # the pieces sent stay alive in ``posted`` until their transfer is waited for
         out: dict = {}
         for i, (xid, handle) in enumerate(posted):

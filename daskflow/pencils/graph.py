@@ -92,7 +92,7 @@ class DaskExecutor:
     transpose = transpose_whole
 
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
-                 extras: Sequence[Mapping] = (), site: str | None = None) -> dict:
+                 extras: Sequence[Mapping] = (), site: str | None = None, collective: bool = False) -> dict:
         piece_name = self._name(cut.__name__.replace("_", "-"))
         join_name = None if join is None else self._name(join[-1].__name__.replace("_", "-"))
         out = {}

@@ -138,8 +138,8 @@ def cut_swapped(block, piece: slice):
     return array_module(view).ascontiguousarray(view.swapaxes(1, 2))
 
 
-def assemble(pieces, axis: int):
-    """Concatenate pieces along memory ``axis`` into one contiguous chunk."""
+def assemble(pieces, axis: int, out=None):
+    """Concatenate pieces along memory ``axis`` into one contiguous chunk (into ``out`` where given)."""
     from daskflow.backend import array_module
 
-    return array_module(pieces[0]).concatenate(pieces, axis=axis)
+    return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)

@@ -23,10 +23,12 @@ class Transport(Protocol):
     name: str
 
     def exchange(self, outgoing: list[tuple[str, Hashable, Any]], incoming: list[tuple[str, Hashable]],
-                 run: str, site: str | None = None) -> dict:
+                 run: str, site: str | None = None, collective: bool = False) -> dict:
         """Move the pieces of one exchange of ``run``. ``site`` names a fixed-layout call site: every
         exchange with that name, in this run or a later one, sends pieces of the same layouts, so a
-        transport may describe them to the receivers once."""
+        transport may describe them to the receivers once. ``collective``: every participant of
+        the exchange's groups sends to every other and the caller copies what it receives before
+        its next exchange (a transpose), so a transport may move it as one all-to-all."""
 
     def finish(self) -> None:
         ...
@@ -48,6 +50,9 @@ class Link(Protocol):
 
     # A link that can move a payload while the computation goes on also has ``overlaps = True`` and
     # ``payload_post(sends, recvs) -> token`` / ``payload_wait(token)`` (:class:`~daskflow.pencils.nccl.NcclLink`).
+    # A link that can move a collective exchange as one all-to-all through buffers of its own also has
+    # ``collective_slot(sizes, abort, timeout) -> slot``, ``collective_post(sends, layouts, slot) ->
+    # (received, token)`` and ``collective_wait(token)`` (NCCL's copy engines).
 
     def empty(self, shape: tuple, dtype: str, order: str) -> Any:
         """A receive buffer."""

@@ -11,6 +11,10 @@ for it (:meth:`NcclLink.payload_wait`) only where it uses the received pieces.
 Headers travel in fixed slots of :data:`HEADER_SLOT` bytes (length
 first); a longer one sends its tail in a second round.
 
+A collective exchange (a transpose among all the ranks) may instead move as one all-to-all on the
+copy engines (:mod:`daskflow.pencils.copy_engine`, dask config ``daskflow.nccl-copy-engine``): its
+pieces are packed into a window's slots, the received ones are views of the other window.
+
 NVLink multicast (NVLS) is left as the host sets it (``NCCL_NVLS_ENABLE``); nothing here uses it.
 """
 
@@ -21,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from daskflow.pencils import copy_engine, wire
 from daskflow.pencils.link import PeerAborted
 
 HEADER_SLOT = 4096  # bytes per peer per header round; 8 of them hold the header's length
@@ -90,6 +95,7 @@ class NcclLink:
         self._dev_out = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
         self._dev_in = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
         self._done = cupy.cuda.Event(block=False, disable_timing=True)
+        self._engine: copy_engine.CopyEngine | None = None  # made at the first collective site agreed on
 
     # --------------------------------------------------------------------------- headers
 
@@ -173,6 +179,83 @@ class NcclLink:
         finally:
             nccl.groupEnd()
 
+    # --------------------------------------------------------------------------- all-to-all on the copy engines
+
+    def collective_slot(self, sizes: Sequence[Sequence[int]], abort: Callable[[], bool], timeout: float) -> int:
+        """The bytes per peer of the all-to-all that moves a collective site: the largest packing
+        (:func:`copy_engine.packed`) of any rank's arrays to or from one peer (``sizes``: per peer,
+        its arrays' bytes; empty: this rank cannot join), or 0 where any rank cannot or has the
+        copy engines off. Every rank calls it at once, the first time it describes the site; the
+        first agreement also builds the copy-engine communicator (its id made on rank 0)."""
+        from daskflow import settings
+
+        usable = bool(sizes) and settings.get("nccl-copy-engine") and copy_engine.available()
+        local = max(copy_engine.packed(s)[1] for s in sizes) if usable else 0
+        agreed = self._on_header(np.array([local, 0 if usable else 1], np.int64), "max", abort, timeout)
+        if agreed[1]:
+            return 0
+        if self._engine is None:
+            uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
+            uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
+            self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
+        return int(agreed[0])
+
+    def _on_header(self, values: np.ndarray, op: str, abort: Callable[[], bool], timeout: float) -> np.ndarray:
+        """``values`` reduced by maximum over every rank (``op = "max"``) or rank 0's (``"bcast"``),
+        through the header communicator on the side stream."""
+        nccl, cupy = self._nccl, self._cupy
+        kind = {np.dtype(np.int64): nccl.NCCL_INT64, np.dtype(np.uint8): nccl.NCCL_UINT8}[values.dtype]
+        with self.side:
+            buf = cupy.asarray(values)
+            if op == "max":
+                self.header.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, nccl.NCCL_MAX, self.side.ptr)
+            else:
+                self.header.bcast(buf.data.ptr, buf.size, kind, 0, self.side.ptr)
+        self._wait(abort, timeout)
+        return buf.get(stream=self.side)
+
+    def collective_post(self, sends: dict[int, list], layouts: dict[int, list], slot: int):
+        """One all-to-all of ``slot`` bytes per peer (every rank at once, the same ``slot``): the
+        arrays of ``sends[peer]`` packed into ``peer``'s slot of a window's send buffer on the
+        compute stream, moved on the transfer stream after what the compute stream has queued
+        (the copy engines' all-to-all refuses CUDA's legacy default stream, which a compute stream
+        may be; a caller that does not overlap it waits for it at once). Returns ``(received,
+        token)``: per peer, views of its slot of the receive buffer shaped by ``layouts[peer]``
+        (``(shape, dtype, order)``), and what :meth:`collective_wait` takes."""
+        cupy = self._cupy
+        window = self._engine.take(self.size * slot)
+        stream = cupy.cuda.get_current_stream()
+        try:
+            for peer, leaves in sends.items():
+                offsets, _ = copy_engine.packed([leaf.nbytes for leaf in leaves])
+                for leaf, offset in zip(leaves, offsets, strict=True):
+                    cupy.cuda.runtime.memcpyAsync(window.send.data.ptr + peer * slot + offset, leaf.data.ptr,
+                                                  leaf.nbytes, cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+            received = {}
+            for peer, entries in layouts.items():
+                offsets, _ = copy_engine.packed([wire.layout_nbytes(layout) for layout in entries])
+                base = window.recv.data + peer * slot
+                received[peer] = [cupy.ndarray(shape, dtype=np.dtype(dtype), memptr=base + offset, order=order)
+                                  for (shape, dtype, order), offset in zip(entries, offsets, strict=True)]
+            queued = cupy.cuda.Event(block=False, disable_timing=True)
+            queued.record(stream)
+            self.transfer.wait_event(queued)
+            self._engine.alltoall(window, slot, self.transfer)
+            moved = cupy.cuda.Event(block=False, disable_timing=True)
+            moved.record(self.transfer)
+            return received, (moved, window)
+        except BaseException:
+            self._engine.give(window)
+            raise
+
+    def collective_wait(self, token) -> None:
+        """The compute stream waits for a :meth:`collective_post`'s transfer; its window goes back to
+        the pool (a later all-to-all reuses it after what the compute stream queues before it, so
+        the received views must be consumed first: they are, before the caller's next exchange)."""
+        moved, window = token
+        self.payload_wait(moved)
+        self._engine.give(window)
+
     def empty(self, shape: tuple, dtype: str, order: str):
         return self._cupy.empty(shape, dtype=np.dtype(dtype), order=order)
 
@@ -180,6 +263,9 @@ class NcclLink:
         return isinstance(x, self._cupy.ndarray)
 
     def abort(self) -> None:
-        """Stop both communicators (unblocks operations waiting for a lost peer)."""
+        """Stop the communicators (unblocks operations waiting for a lost peer)."""
         for comm in (self.header, self.payload):
             comm.abort()
+        if self._engine is not None:
+            self._engine.abort()
+

@@ -84,7 +84,7 @@ class TeamTransport:
         self.board, self.timeout = board, timeout
         self.rounds = 0  # exchanges made: every one is a round of the run, however small
 
-    def exchange(self, outgoing, incoming, run: str, site: str | None = None) -> dict:
+    def exchange(self, outgoing, incoming, run: str, site: str | None = None, collective: bool = False) -> dict:
         self.rounds += 1
         for _, tag, piece in outgoing:
             self.board.post(tag, _copied(piece))

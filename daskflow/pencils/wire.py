@@ -13,9 +13,12 @@ every exchange repeats the layouts of the step before.
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 ARRAY, TUPLE, LIST, DICT, HOST, NONE = "a", "t", "l", "d", "h", "n"
 
@@ -55,6 +58,12 @@ def device_layouts(spec: tuple) -> list[tuple[tuple, str, str]]:
         return []
     children = spec[2] if spec[0] == DICT else spec[1]
     return [layout for child in children for layout in device_layouts(child)]
+
+
+def layout_nbytes(layout: tuple) -> int:
+    """The bytes of a device leaf of layout ``(shape, dtype, order)``."""
+    shape, dtype, _ = layout
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def unflatten(spec: tuple, device: list, host: list) -> Any:

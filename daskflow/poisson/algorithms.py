@@ -52,12 +52,12 @@ def cut_for_y_from_z(plan: SpectralPlan, src, block, dst):
     return cut(block, Z, plan.decomposition.z[dst[1]])
 
 
-def assemble_x(plan, key, pieces, *_):
-    return assemble(pieces, X)
+def assemble_x(plan, key, pieces, *_, out=None):
+    return assemble(pieces, X, out)
 
 
-def assemble_y(plan, key, pieces, *_):
-    return assemble(pieces, plan.y_axis)
+def assemble_y(plan, key, pieces, *_, out=None):
+    return assemble(pieces, plan.y_axis, out)
 
 
 def assemble_z(plan, key, pieces, *_):
@@ -159,6 +159,6 @@ def transpose_chain(ex, plan: SpectralPlan, blocks: dict, count: int) -> dict:
     dec = plan.decomposition
     for i in range(count):
         cut_fn, join = (cut_for_y_pencil, [assemble_y]) if i % 2 == 0 else (cut_for_x_pencil, [assemble_x])
-        blocks = ex.exchange(blocks, dec.indices, _z_group(dec), cut_fn, join,
-                             site="x-to-y" if i % 2 == 0 else "y-to-x")
+        blocks = ex.transpose(blocks, dec.indices, _z_group(dec), [], [], cut_fn, join,
+                              site="x-to-y" if i % 2 == 0 else "y-to-x")
     return blocks

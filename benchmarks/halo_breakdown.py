@@ -35,8 +35,9 @@ def halo_task(comm, run: str, workers: list[str], shape_per_gpu: list[int], penc
     from daskflow.bc import Boundaries
     from daskflow.grid import Grid
     from daskflow.ns import boundaries as nsb
+    from daskflow.ns import halos
     from daskflow.ns import operators as ops
-    from daskflow.ns.domain import FlowDomain, FlowPlan, fill_halos
+    from daskflow.ns.domain import FlowDomain, FlowPlan
     from daskflow.pencils import halo
     from daskflow.pencils.direct import collective, gpu_switch_interval
     from daskflow.pencils.executor import Member
@@ -77,7 +78,7 @@ def halo_task(comm, run: str, workers: list[str], shape_per_gpu: list[int], penc
         arrays, rules = [blocks[n] for n in names], [bcs_of[n] for n in names]
 
         def prepare():
-            return domain.halo_prepare(arrays, rules)
+            return halos.prepare(arrays, rules)
 
         stack, block, fill_rules = prepare()
         counts, periodic = domain.dec.pencils, domain.periodic_yz
@@ -89,7 +90,7 @@ def halo_task(comm, run: str, workers: list[str], shape_per_gpu: list[int], penc
         received, _ = halo.exchange(domain.ex, domain.dec, domain.key, periodic, block)
 
         def fill():
-            fill_halos(stack, fill_rules, received)
+            halos.fill_halos(stack, fill_rules, received)
 
         out["whole_ms"] = timed(lambda: domain.pad_velocity(fields[:3], fields[3]))
         out["local_pad_ms"] = timed(lambda: [ops.pad_with(a, *bcs_of[n][0], bcs_of[n][1]) for n, a in blocks.items()])

@@ -157,16 +157,16 @@ def test_the_halo_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
     faces and walls, edges received wherever both faces are, and periodic y from its neighbour."""
     import itertools
 
-    from daskflow.ns import domain
-    from daskflow.ns import kernels as fused
+    from daskflow.ns import halo_kernels as fused
+    from daskflow.ns import halos
 
     shape = (6, 5, 7)
     arrays = [cupy.asarray(rng.standard_normal(shape).astype(dtype)) for _ in HALO_FIELDS]
     arrays[1] = cupy.asfortranarray(arrays[1])
     bcs = [((pairs, values), component) for pairs, values, component in HALO_FIELDS]
-    stack, block, rules = domain.FlowDomain.halo_prepare(arrays, bcs)
+    stack, block, rules = halos.prepare(arrays, bcs)
     with _array_code():
-        want_stack, want_block, _ = domain.FlowDomain.halo_prepare(arrays, bcs)
+        want_stack, want_block, _ = halos.prepare(arrays, bcs)
     np.testing.assert_array_equal(block.get(), want_block.get())
     count, nx2 = len(arrays), shape[0] + 2
 
@@ -184,12 +184,42 @@ def test_the_halo_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
         got, want = stack.copy(), stack.copy()
         got[:, :, :, :] = cupy.asarray(rng.standard_normal(got.shape).astype(dtype))
         want[...] = got
-        domain.fill_halos(got, fields, received)
+        halos.fill_halos(got, fields, received)
         with _array_code():
-            domain.fill_halos(want, fields, received)
+            halos.fill_halos(want, fields, received)
         np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{faces} periodic y {fields is periodic_y}")
     with pytest.raises(ValueError, match="periodic axis y"):
-        domain.fill_halos(stack, periodic_y, {})
+        halos.fill_halos(stack, periodic_y, {})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_halo_pieces_cut_from_the_fields_equal_the_padded_stacks_bit_for_bit(cupy, rng, dtype):
+    """The faces and edges a pencil sends, cut from its unpadded fields in one launch per field
+    (walls and a periodic x, a Fortran-ordered field among them), are the pieces cut from its x-padded
+    stack, for the offsets of pencils alone on, first or inside a periodic or bounded axis."""
+    from daskflow.ns import halo_kernels as fused
+    from daskflow.ns import halos
+    from daskflow.ns import operators as ops
+    from daskflow.pencils import halo
+
+    shape = (6, 5, 7)
+    arrays = [cupy.asarray(rng.standard_normal(shape).astype(dtype)) for _ in HALO_FIELDS]
+    arrays[1] = cupy.asfortranarray(arrays[1])
+    for x_pair in ("PP", "DN", "ND"):
+        fields = [((x_pair, *pairs[1:]), ((0.3, -0.6), *values[1:]), c) for pairs, values, c in HALO_FIELDS]
+        _, block, _ = halos.prepare(arrays, [((p, v), c) for p, v, c in fields])
+        x_rules = [[ops.ghost_rule(p[0], side, c == 0) for side in (0, 1)] for p, _, c in fields]
+        x_walls = [v[0] for _, v, _ in fields]
+        for counts, periodic, key in (((3, 3), (True, False), (1, 1)), ((2, 1), (True, False), (0, 0)),
+                                      ((1, 2), (True, True), (0, 1)), ((3, 2), (False, False), (0, 0))):
+            offsets = halo.sent(key, counts, periodic)
+            got = fused.pack_halo(arrays, x_rules, x_walls, offsets)
+            assert sorted(got) == sorted(offsets)
+            for oy, oz in offsets:
+                dst = halo.neighbour(key, (-oy, -oz), counts, periodic)
+                want = halo.cut(key, block, dst, counts, periodic)[(oy, oz)]
+                np.testing.assert_array_equal(got[(oy, oz)].get(), want.get(),
+                                              err_msg=f"x {x_pair} {counts} {key} {(oy, oz)}")
 
 
 def test_a_gpu_duct_at_2x2_equals_its_one_pencil_run(cupy):

@@ -155,3 +155,34 @@ def test_a_device_value_rides_the_halo_as_a_host_number_does():
         assert type(device_max) is not float and np.ndim(device_max) == 0 and float(device_max) == 3
         for a, b in zip(host_padded, device_padded, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("pencils", [(2, 2), (2, 1), (1, 2), (3, 2)])
+def test_halo_pieces_cut_beforehand_arrive_as_the_exchanges_cuts(pencils):
+    """A halo round whose pieces were cut before the padding (every offset a pencil sends:
+    ``halo.sent``) and handed over in two halves (``halo.post``, ``halo.complete``) delivers the
+    faces and edges, and the values riding along, that the one-call round cuts from the padded
+    stack; with one pencil across a periodic y a pencil is its own neighbour."""
+    from daskflow.ns import halos
+    from daskflow.pencils import halo
+
+    sim = Simulation(_config(DUCT if pencils == (3, 2) else CHANNEL, "z", pencils))
+
+    def body(stepper, pencil):
+        domain = stepper.domain
+        counts = tuple(domain.counts)
+        names, fields, bcs = domain._velocity_blocks([pencil.u, pencil.v, pencil.w], None)
+        _, block, _ = halos.prepare([fields[n] for n in names], [bcs[n] for n in names])
+        rank = np.asarray(float(sum(domain.key) + 1))
+        once, values = halo.exchange(domain.ex, domain.dec, domain.key, domain.periodic_yz, block, rank)
+        packed = {o: halo.cut(domain.key, block, halo.neighbour(domain.key, (-o[0], -o[1]), counts,
+                                                                 domain.periodic_yz), counts, domain.periodic_yz)[o]
+                  for o in halo.sent(domain.key, counts, domain.periodic_yz)}
+        posted = halo.post(domain.ex, domain.dec, domain.key, domain.periodic_yz, packed, rank)
+        return once, values, halo.complete(domain.ex, posted)
+
+    for once, values, (twice, again) in sim._local_pencils().call(body, sim.state):
+        assert sorted(once) == sorted(twice)
+        for offset, piece in once.items():
+            np.testing.assert_array_equal(twice[offset], piece)
+        assert [float(v) for v in again] == [float(v) for v in values]

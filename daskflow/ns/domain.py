@@ -19,10 +19,9 @@ import numpy as np
 from daskflow.backend import array_module, cupy_or_none, device_constant
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
-from daskflow.ns import implicit
+from daskflow.ns import halos, implicit
 from daskflow.ns import operators as ops
 from daskflow.ns.boundaries import ComponentBC, FlowBoundaries
-from daskflow.pencils import halo
 from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import pencil_chunks, split_slices
 from daskflow.poisson import HelmholtzSolver, PoissonSolver, algorithms, stages
@@ -99,65 +98,6 @@ def keep_pencil_walls(bcs: FlowBoundaries, grid: Grid, counts: tuple[int, int], 
     if not holds_wall(bcs, counts, key, component):
         return f
     return wall_face(f, component, bcs.components[component], one_cell=grid.shape[component] == 1)
-
-
-def fill_halos(stack, bcs: list, received: dict) -> None:
-    """The y and z ghosts of the padded stack of fields ``stack`` (x ghosts set;
-    ``bcs[i] = (pairs, values, component)`` of field ``i``) from the ``received`` pieces of
-    :func:`daskflow.pencils.halo.exchange` or, beyond walls, from the boundary conditions: y first
-    (on the interior z planes), then z over whole planes, so edges see the y ghosts exactly as
-    padding y and then z one after the other would. A received face or edge is one operation for all
-    the fields, a wall side one for its whole plane (edges included) per field, or one for all of
-    them where their conditions agree; on the GPU one kernel sets them all, with the same values
-    (:func:`daskflow.ns.kernels.fill_ring`)."""
-    if _fused(stack):
-        _fill_ring(stack, bcs, received)
-        return
-    plane = {-1: 0, 1: stack.shape[3] - 1}
-    row = {-1: 0, 1: stack.shape[2] - 1}
-    rows = stack[..., 1:-1]
-    for oy in (-1, 1):
-        face = received.get((oy, 0))
-        if face is None:
-            ops.fill_ghosts_stacked(rows, 1, bcs, sides=((oy + 1) // 2,))
-        else:
-            rows[:, :, row[oy]:row[oy] + 1] = face
-    for oz in (-1, 1):
-        face = received.get((0, oz))
-        k = plane[oz]
-        if face is None:
-            ops.fill_ghosts_stacked(stack, 2, bcs, sides=((oz + 1) // 2,))
-            continue
-        stack[:, :, 1:-1, k:k + 1] = face
-        for oy in (-1, 1):
-            edge = received.get((oy, oz))
-            if edge is None:  # a y wall: the neighbour's own y ghost of its face
-                ops.fill_ghosts_stacked(stack[..., k:k + 1], 1, bcs, sides=((oy + 1) // 2,))
-            else:
-                stack[:, :, row[oy]:row[oy] + 1, k:k + 1] = edge
-
-
-def _fused(a) -> bool:
-    """Whether ``a``'s halo work runs as the GPU kernels of :mod:`daskflow.ns.kernels`."""
-    return array_module(a) is not np and ops.FUSED_GPU
-
-
-def _fill_ring(stack, bcs: list, received: dict) -> None:
-    """:func:`fill_halos` in one launch: each field's wall rules on y and z, a periodic side always
-    from its (possibly own) neighbour's piece."""
-    from daskflow.ns import kernels
-
-    rules, walls = [], []
-    for pairs, values, component in bcs:
-        for axis in (1, 2):
-            for side in (0, 1):
-                rule = ops.ghost_rule(pairs[axis], side, component == axis)
-                key = (2 * side - 1, 0) if axis == 1 else (0, 2 * side - 1)
-                if rule == ops.WRAP and key not in received:
-                    raise ValueError(f"periodic axis {'xyz'[axis]} without its neighbour's halo piece {key}")
-                rules.append(rule)
-                walls.append(values[axis][side])
-    kernels.fill_ring(stack, rules, walls, received)
 
 
 def _value(v):
@@ -242,34 +182,11 @@ class FlowDomain:
             padded = {name: ops.pad_with(a, *bcs[name][0], bcs[name][1]) for name, a in fields.items()}
             return padded if reduce is None else (padded, _value(reduce[0]))
         names = list(fields)
-        stack, block, rules = self.halo_prepare([fields[n] for n in names], [bcs[n] for n in names])
         values = None if reduce is None else _value(reduce[0])
-        received, gathered = halo.exchange(self.ex, self.dec, self.key, self.periodic_yz, block, values)
-        fill_halos(stack, rules, received)
+        stack, gathered = halos.halo_round(self.ex, self.dec, self.key, self.periodic_yz, [fields[n] for n in names],
+                                           [bcs[n] for n in names], values)
         padded = dict(zip(names, stack, strict=True))
         return padded if reduce is None else (padded, _combine(gathered, reduce[1]))
-
-    @staticmethod
-    def halo_prepare(arrays: list, bcs: list) -> tuple:
-        """The first part of a halo round: ``(stack, block, rules)``, the padded copies of
-        ``arrays`` as one stack with their x ghosts set, its x-padded interior (what the neighbours
-        get planes of) and each field's ``(pairs, values, component)`` (``bcs[i] = ((pairs,
-        values), component)``)."""
-        rules = [(pairs, values, component) for (pairs, values), component in bcs]
-        if _fused(arrays[0]):  # one padding kernel per field; its y and z ghosts are refilled by fill_halos
-            from daskflow.ns import kernels
-
-            first = arrays[0]
-            stack = ops.stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape),
-                                       first.dtype)
-            for a, field, (pairs, values, component) in zip(arrays, stack, rules, strict=True):
-                x_rules = [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
-                kernels.pad(a, x_rules + [ops.COPY] * 4, [*values[0], 0.0, 0.0, 0.0, 0.0], out=field)
-            return stack, stack[:, :, 1:-1, 1:-1], rules
-        stack = ops.padded_copies(arrays)
-        block = stack[:, :, 1:-1, 1:-1]
-        ops.fill_ghosts_stacked(block, 0, rules)
-        return stack, block, rules
 
     def pad(self, a, bc, component=None):
         return self.pad_many({"f": a}, {"f": (ops.bc_of(bc), component)})["f"]

@@ -123,7 +123,7 @@ def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
     return out
 
 
-_PAD_SOURCE = r"""
+_GHOSTS = r"""
 typedef {T} T;
 // Where a padded index p (0..m+1) of an axis of m points reads, and which ghost side it is on
 // (-1: interior): rules as daskflow.ns.operators.ghost_rule, 0 wrap, 1 copy, 2 mirror, 3 wall value.
@@ -141,7 +141,9 @@ __device__ __forceinline__ T ghost(const T v, const int side, const int lower, c
     const T w = side == 0 ? wlo : whi;
     return r == 3 ? w : (r == 2 ? T(2) * w - v : v);
 }}
+"""
 
+_PAD_SOURCE = _GHOSTS + r"""
 // One thread per padded point: blockIdx.y (and its strides) walks x, the flat thread index the
 // (y, z) plane, so that the index arithmetic is 32-bit and consecutive threads write consecutive z.
 extern "C" __global__ void pad_field(const T* a, T* out, const long long s0, const long long s1,
@@ -185,88 +187,6 @@ def pad(a, rules: list[int], walls: list[float], out=None):
             (a, out, *_strides(a), np.int32(nx), np.int32(ny), np.int32(nz), *(np.int32(r) for r in rules),
              *(scalar(w) for w in walls)))
     return out
-
-
-_HALO_SOURCE = r"""
-typedef {T} T;
-__device__ __forceinline__ T wall(const T v, const int rule, const T w) {{  // ghost_rule: 1 copy, 2 mirror, 3 wall
-    return rule == 3 ? w : (rule == 2 ? T(2) * w - v : v);
-}}
-
-// The y ghost of row r (= field * (nx + 2) + x index) on side s at the interior z index k (1..nz):
-// the received face, else the field's wall rule on its edge row.
-__device__ __forceinline__ T y_ghost(const T* S, const T* face, const int got, const long long base,
-        const int r, const int s, const int k, const int ny, const int nz, const int rule, const T w) {{
-    if (got) return face[(long long)r * nz + k - 1];
-    return wall(S[base + (long long)(s ? ny : 1) * (nz + 2) + k], rule, w);
-}}
-
-// One thread per ghost point of the (y, z) ring of a padded x row (2 nz y ghosts on the interior z,
-// then the two z ghost planes' ny + 2 points), the rows of every field on blockIdx.y. Each value
-// comes from a received piece or the field's wall rules, y before z, as fill_halos makes it; a
-// z-wall ghost beside a y ghost computes that y ghost itself (another thread writes it).
-extern "C" __global__ void fill_ring(T* S, const T* y0, const T* y1, const T* z0, const T* z1,
-        const T* e00, const T* e01, const T* e10, const T* e11, const int got, const int* rules,
-        const T* walls, const int rows, const int nx2, const int ny, const int nz) {{
-    const unsigned int ring = 2 * nz + 2 * (ny + 2), t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= ring) return;
-    const unsigned int pz = nz + 2, plane = (ny + 2) * pz;
-    const T* yface[2] = {{y0, y1}};
-    const T* zface[2] = {{z0, z1}};
-    const T* edge[2][2] = {{{{e00, e01}}, {{e10, e11}}}};  // [y side][z side]
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {{
-        const int f = r / nx2;
-        const int* rule = rules + 4 * f;  // y lower, y upper, z lower, z upper
-        const T* w = walls + 4 * f;
-        const long long base = (long long)r * plane;
-        if (t < 2 * nz) {{
-            const int s = t / nz, k = t - s * nz + 1;
-            S[base + (long long)(s ? ny + 1 : 0) * pz + k] =
-                y_ghost(S, yface[s], got >> s & 1, base, r, s, k, ny, nz, rule[s], w[s]);
-            continue;
-        }}
-        const int u = t - 2 * nz, s = u / (ny + 2), j = u - s * (ny + 2), k = s ? nz + 1 : 0;
-        const int ys = j == 0 ? 0 : 1, y_interior = j >= 1 && j <= ny;
-        T v;
-        if (got >> (2 + s) & 1) {{
-            const T* face = zface[s] + (long long)r * ny;
-            if (y_interior) v = face[j - 1];
-            else if (got >> (4 + 2 * ys + s) & 1) v = edge[ys][s][r];
-            else v = wall(face[ys ? ny - 1 : 0], rule[ys], w[ys]);
-        }} else {{
-            const int ke = s ? nz : 1;
-            const T e = y_interior ? S[base + (long long)j * pz + ke]
-                                   : y_ghost(S, yface[ys], got >> ys & 1, base, r, ys, ke, ny, nz, rule[ys], w[ys]);
-            v = wall(e, rule[2 + s], w[2 + s]);
-        }}
-        S[base + (long long)j * pz + k] = v;
-    }}
-}}
-"""
-
-
-HALO_PIECES = ((-1, 0), (1, 0), (0, -1), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))  # the kernel's bit order
-
-
-def fill_ring(stack, rules: list[int], walls: list[float], received: dict) -> None:
-    """The y and z ghosts of the C-contiguous padded stack ``(count, nx + 2, ny + 2, nz + 2)`` (its
-    x ghosts and interior set) in one launch, as :func:`daskflow.ns.domain.fill_halos` sets them:
-    ``received[(oy, oz)]`` the neighbours' faces ``(count, nx + 2, 1, nz)`` / ``(count, nx + 2, ny,
-    1)`` and edges ``(count, nx + 2, 1, 1)``; a side without its piece follows ``rules`` (per field
-    y lower, y upper, z lower, z upper: :func:`daskflow.ns.operators.ghost_rule`, never a wrap) and
-    ``walls`` (the wall values, same order)."""
-    import cupy
-
-    count, nx2, ny2, nz2 = stack.shape
-    pieces = [received.get(key) for key in HALO_PIECES]
-    got = sum(1 << bit for bit, piece in enumerate(pieces) if piece is not None)
-    pieces = [stack if p is None else cupy.ascontiguousarray(p) for p in pieces]
-    dtype = stack.dtype
-    kernel = _kernel(_HALO_SOURCE, "fill_ring", dtype, _FIELD_OPTIONS)
-    ring = 2 * (nz2 - 2) + 2 * ny2
-    _launch(kernel, ring, count * nx2,
-            (stack, *pieces, np.int32(got), device_constant(cupy, rules, np.int32), device_constant(cupy, walls, dtype),
-             np.int32(count * nx2), np.int32(nx2), np.int32(ny2 - 2), np.int32(nz2 - 2)))
 
 
 _UPDATE_SOURCE = r"""

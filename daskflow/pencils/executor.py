@@ -128,6 +128,25 @@ class DirectExecutor:
         xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective)
         return self._joined(xid, received, dests, sources, join, extras)
 
+    def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None) -> tuple:
+        """:meth:`exchange` with ``join=None``, in two halves: the pieces are cut and handed to the
+        transport now, and move while the caller goes on where the transport allows
+        (:attr:`~daskflow.pencils.transport.PackedTransport.overlaps`, NCCL's transfer stream);
+        :meth:`complete` returns them. The caller keeps what it cut from alive until then and makes
+        no other exchange in between."""
+        dests = list(dests)
+        overlaps = getattr(self.transport, "overlaps", False)
+        xid, moved = self._send(blocks, dests, sources, cut, site, post=overlaps)
+        return xid, moved, dests, sources, overlaps
+
+    def complete(self, handle: tuple) -> dict:
+        """The received pieces of a :meth:`post`, per destination in ``sources`` order."""
+        xid, moved, dests, sources, posted = handle
+        if posted:
+            with self.clock("exchange: transport"):
+                moved = self.transport.complete(moved)
+        return self._joined(xid, moved, dests, sources, None, ())
+
     def _send(self, blocks: Mapping, dests: list, sources: Callable, cut: Callable, site: str | None,
               post: bool, collective: bool = False) -> tuple:
         """Cut and tag this participant's pieces of one exchange and hand them to the transport:

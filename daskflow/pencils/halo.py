@@ -62,6 +62,54 @@ def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dic
     return pieces
 
 
+@functools.cache
+def sent(key: tuple[int, int], counts: tuple[int, int], periodic: tuple[bool, bool]) -> tuple:
+    """The offsets ``(oy, oz)`` of the pieces chunk ``key`` sends (:func:`cut`'s keys): one per
+    neighbour it has at ``(-oy, -oz)``, itself included on a periodic axis it spans alone."""
+    return tuple(o for o in OFFSETS if neighbour(key, (-o[0], -o[1]), counts, periodic) is not None)
+
+
+def select(src, packed: dict, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
+    """:func:`cut` from the pieces ``packed`` cut beforehand (``{(oy, oz): piece}``, every offset of
+    :func:`sent`): those that ``dst`` gets from ``src``."""
+    counts, periodic = tuple(counts), tuple(periodic)
+    return {o: piece for o, piece in packed.items() if neighbour(dst, o, counts, periodic) == src}
+
+
+def post(ex, dec, key: tuple[int, int], periodic: Sequence[bool], packed: dict, value=None) -> tuple:
+    """:func:`exchange` of pieces cut beforehand (``packed``: every offset of :func:`sent`), posted
+    through the executor's :meth:`~daskflow.pencils.executor.DirectExecutor.post` so that they move
+    while the caller pads its fields; ``value`` (a 0-d device array, or none) rides along.
+    :func:`complete` returns what :func:`exchange` does."""
+    counts, periodic = tuple(dec.pencils), tuple(periodic)
+    fields = next(iter(packed.values())).shape[0] if packed else 0
+    site = f"halo{fields}" if value is None else f"halo{fields}+value"
+    if value is None:
+        handle = ex.post({key: packed}, dec.indices, lambda d: sources(d, counts, periodic),
+                         lambda plan, s, b, d: select(s, b, d, counts, periodic), site=site)
+    else:
+        handle = ex.post({key: (packed, value.reshape(1))}, dec.indices, lambda d: dec.indices,
+                         lambda plan, s, b, d: (select(s, b[0], d, counts, periodic), b[1]), site=site)
+    return handle, key, value is not None
+
+
+def complete(ex, posted: tuple) -> tuple[dict, list]:
+    """The received faces and edges of a :func:`post` and every participant's value (as
+    :func:`exchange`)."""
+    handle, key, with_value = posted
+    pieces = ex.complete(handle)[key]
+    if with_value:
+        return _merged(p for p, _ in pieces), [v.reshape(()) for _, v in pieces]
+    return _merged(pieces), []
+
+
+def _merged(pieces) -> dict:
+    received = {}
+    for piece in pieces:
+        received.update(piece)
+    return received
+
+
 def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block, value=None) -> tuple[dict, list]:
     """One halo round through executor ``ex`` for this participant's chunk ``key`` of
     decomposition ``dec`` and its x-padded stack of fields ``block``: returns the received faces and
@@ -86,7 +134,4 @@ def exchange(ex, dec, key: tuple[int, int], periodic: Sequence[bool], block, val
                           lambda d: dec.indices, cut_with_value, None, site=f"{site}+value" if on_device else None)[key]
         pieces = [p for p, _ in out]
         gathered = [v.reshape(()) if on_device else v for _, v in out]
-    received = {}
-    for piece in pieces:
-        received.update(piece)
-    return received, gathered
+    return _merged(pieces), gathered

@@ -86,14 +86,18 @@ def backward_y_owned(plan: SpectralPlan, key, a, *_):
 
 def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None):
     """The inverse x transform of an x-pencil; written into ``out`` (an array of the result's
-    shape) where cuFFT can (a periodic x on the GPU, ``a`` destroyed), else a new array."""
+    shape; a new one by default) where cuFFT can (a periodic x on the GPU, ``a`` destroyed: CuPy's
+    ``irfft`` would copy it first), else a new array."""
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
+    xp = array_module(a)
+    if out is None and overwrite and bc == "PP" and xp is not np:
+        out = xp.empty((*a.shape[:-1], nx), dtype=a.real.dtype)
     if (out is not None and overwrite and bc == "PP" and out.shape[-1] == nx
             and transforms.transforms_into(a, out, -1, real_output=True)):
         return transforms.irfft_into(a, out)
     out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite)
-    return _with_boundary_face(array_module(a).ascontiguousarray(out), -1, nx, bc)
+    return _with_boundary_face(xp.ascontiguousarray(out), -1, nx, bc)
 
 
 def backward_x_owned(plan: SpectralPlan, key, a, *_, out=None):

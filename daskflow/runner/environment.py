@@ -10,10 +10,11 @@ import platform
 
 def info(args) -> int:
     """Print, as JSON, the versions, GPUs, NCCL and UCX of this machine and what a run would use."""
+    from daskflow import settings
     from daskflow.backend import compiled_loops, cupy_or_none, device_name
     from daskflow.cluster import protocol_for
     from daskflow.config import DEFAULTS
-    from daskflow.pencils import nccl, ucx
+    from daskflow.pencils import copy_engine, nccl, ucx
     from daskflow.run_config import ClusterConfig
     from daskflow.version import __version__
 
@@ -34,6 +35,9 @@ def info(args) -> int:
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
                       "nccl": versions["nccl"] is not None,
+                      # transposes over NCCL's copy engines: whether this NCCL has them, whether the key asks
+                      "nccl_copy_engine": {"available": copy_engine.available(),
+                                           "on": settings.get("nccl-copy-engine")},
                       "compiled_cpu_loops": compiled_loops(),
                       "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",
                       "exchanges": comm, "exchange_candidates": candidates}, indent=2))

@@ -11,6 +11,8 @@ cut from it. Both give the same values.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from daskflow.backend import array_module
@@ -24,10 +26,15 @@ def halo_round(ex, dec, key: tuple[int, int], periodic_yz: tuple[bool, bool], ar
     component)``) of pencil ``key`` of decomposition ``dec``, its ghosts from the exchange through
     executor ``ex``, and every participant's ``value`` riding on it (a host number, or a 0-d device
     array; see :func:`daskflow.pencils.halo.exchange`)."""
-    if fused(arrays[0]) and not isinstance(value, float):  # device pieces only: they move during the padding
+    if fused(arrays[0]) and not isinstance(value, (int, float)):  # device pieces only: they move during the padding
         counts = tuple(dec.pencils)
         posted = halo.post(ex, dec, key, periodic_yz, pieces(arrays, bcs, halo.sent(key, counts, periodic_yz)), value)
-        stack, _, rules = prepare(arrays, bcs)
+        try:
+            stack, _, rules = prepare(arrays, bcs)
+        except BaseException:  # the device waits for the transfer before its buffers go back to the pool
+            with contextlib.suppress(Exception):
+                halo.complete(ex, posted)
+            raise
         received, gathered = halo.complete(ex, posted)
     else:
         stack, block, rules = prepare(arrays, bcs)

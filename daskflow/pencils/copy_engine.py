@@ -144,7 +144,8 @@ class CopyEngine:
         return self._allocate(nbytes)
 
     def give(self, window: Window) -> None:
-        self._free.append(window)
+        if window not in self._free:  # given back twice (a wait repeated on an error path): still once
+            self._free.append(window)
 
     def _allocate(self, nbytes: int) -> Window:
         import cupy

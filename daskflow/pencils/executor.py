@@ -141,8 +141,8 @@ class DirectExecutor:
 
     def complete(self, handle: tuple) -> dict:
         """The received pieces of a :meth:`post`, per destination in ``sources`` order."""
-        xid, moved, dests, sources, posted = handle
-        if posted:
+        xid, moved, dests, sources, overlaps = handle
+        if overlaps:
             with self.clock("exchange: transport"):
                 moved = self.transport.complete(moved)
         return self._joined(xid, moved, dests, sources, None, ())
@@ -151,7 +151,7 @@ class DirectExecutor:
               post: bool, collective: bool = False) -> tuple:
         """Cut and tag this participant's pieces of one exchange and hand them to the transport:
         ``(exchange id, the received pieces by tag)``, or with ``post`` the transport's
-        :class:`~daskflow.pencils.transport.Posted` instead of the pieces."""
+        :class:`~daskflow.pencils.packed.Posted` instead of the pieces."""
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         outgoing, incoming = [], []

@@ -48,7 +48,7 @@ def sources(key: tuple[int, int], counts: tuple[int, int], periodic: tuple[bool,
 def cut(src, block, dst, counts: Sequence[int], periodic: Sequence[bool]) -> dict:
     """The planes (faces) and lines (edges) of ``src``'s x-padded stack of fields ``block`` that
     ``dst`` needs, keyed ``(oy, oz)`` by where ``src`` sits relative to ``dst`` (empty for a chunk
-    that is no neighbour of ``dst``); each piece is contiguous, ``(count, nx, 1 or ny, 1 or nz)``."""
+    that is no neighbour of ``dst``); each piece is contiguous, ``(count, nx + 2, 1 or ny, 1 or nz)``."""
     xp = array_module(block)
     counts, periodic = tuple(counts), tuple(periodic)
     ny, nz = block.shape[-2], block.shape[-1]

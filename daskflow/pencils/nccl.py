@@ -1,6 +1,7 @@
 """NCCL link for the packed transport: CuPy's NCCL point-to-point between GPU workers.
 
-Two communicators over the same ranks: one carries the headers of every exchange on a side
+Two communicators over the same ranks (a third, for the copy engines, where a collective site asks
+for it): one carries the headers of every exchange on a side
 stream that does not wait for the computation (the host needs them to size the receive buffers),
 the other carries the device pieces on the compute stream, so an exchange costs no host
 synchronisation with the GPU. A posted payload (:meth:`NcclLink.payload_post`, the slabs of a
@@ -240,13 +241,13 @@ class NcclLink:
             queued = cupy.cuda.Event(block=False, disable_timing=True)
             queued.record(stream)
             self.transfer.wait_event(queued)
-            self._engine.alltoall(window, slot, self.transfer)
             moved = cupy.cuda.Event(block=False, disable_timing=True)
-            moved.record(self.transfer)
-            return received, (moved, window)
-        except BaseException:
+        except BaseException:  # nothing queued on the window yet
             self._engine.give(window)
             raise
+        self._engine.alltoall(window, slot, self.transfer)
+        moved.record(self.transfer)
+        return received, (moved, window)
 
     def collective_wait(self, token) -> None:
         """The compute stream waits for a :meth:`collective_post`'s transfer; its window goes back to

@@ -18,10 +18,11 @@ from daskflow.pencils.link import Link, PeerAborted
 class PackedTransport:
     """An exchange over a :class:`Link`: one header round, then one payload round. At a
     fixed-layout ``site`` only the first exchange of a run has a header round: later ones size the
-    receive buffers from its description and post the payload alone, so they cost no host wait.
-    :meth:`abort`
-    (from the worker's event loop) waits for an exchange in progress to notice the abort and leave
-    the link, so the link is never torn down under a call into it."""
+    receive buffers from its description and post the payload alone, so they cost no host wait. A
+    collective site among all the ranks may move as the link's all-to-all instead
+    (:meth:`_collective_slot`). :meth:`abort` (from the worker's event loop) waits for an exchange in
+    progress to notice the abort and leave the link, so the link is never torn down under a call
+    into it."""
 
     KEEP_RUNS = 64  # runs remembered for aborts (the newest)
     KEEP_SITES = 512  # fixed-layout sites whose layouts are remembered (the most recently used)
@@ -33,9 +34,10 @@ class PackedTransport:
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
-        # site -> (specs sent per peer, (spec, host values) received per peer) of fixed-layout sites,
-        # the most recently used last (every participant makes the same calls: the same entries)
-        self._layouts: OrderedDict[str, tuple[dict, dict]] = OrderedDict()
+        # site -> (specs sent per peer, (spec, host values) received per peer, all-to-all slot or 0) of
+        # fixed-layout sites, the most recently used last (every participant makes the same calls:
+        # the same entries)
+        self._layouts: OrderedDict[str, tuple[dict, dict, int]] = OrderedDict()
         self.dead = False
         self._in_link = threading.Lock()  # held while a call into the link is in progress
         self._state = threading.Lock()
@@ -143,7 +145,7 @@ class PackedTransport:
             leaves = iter(received[peer])
             for tag, (spec, host) in zip(sorted(tags), layouts[peer], strict=True):
                 out[tag] = wire.unflatten(spec, [next(leaves) for _ in wire.device_layouts(spec)], host)
-        return Posted(out, token, [leaf for leaves in sends.values() for leaf in leaves], collective=True)
+        return Posted(out, token, collective=True)  # the pieces were copied into the window on the compute stream
 
     def _describe(self, flat: dict, from_peer: dict, abort: Callable[[], bool]) -> dict:
         """The header round: every peer's pieces described (numbered specs and host values) to it;

@@ -91,7 +91,7 @@ def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
     xp = array_module(a)
-    if out is None and overwrite and bc == "PP" and xp is not np:
+    if out is None and overwrite and bc == "PP" and xp is not np and a.flags.c_contiguous:
         out = xp.empty((*a.shape[:-1], nx), dtype=a.real.dtype)
     if (out is not None and overwrite and bc == "PP" and out.shape[-1] == nx
             and transforms.transforms_into(a, out, -1, real_output=True)):

@@ -30,6 +30,9 @@ Limits, all checked before anything is allocated (each error is a one-line ``Val
 - ``time.cfl`` in (0, :data:`CFL_MAX`]: it scales the RK3 stability limits (``dt = cfl * sqrt(3) /
   max(|u|/dx + |v|/dy + |w|/dz)``, and ``cfl * 2.5 / (4 nu sum 1/dx^2)`` for explicit diffusion:
   :meth:`daskflow.ns.stepper.Stepper.dt_limit`), so 1 is the limit itself;
+- ``time.cfl_every`` in [1, :data:`MAX_CFL_EVERY`]: the CFL limit is evaluated at every step whose
+  number is a multiple of it (1: every step), and the step size of the step before is held between
+  (each evaluation is a reduction over the pencils that the host waits for);
 - ``cluster.workers`` and the pencils' product ``py * pz`` in [1, :data:`MAX_WORKERS`];
 - ``cluster.tls``: ``null`` (the default: see :mod:`daskflow.cluster`), ``false`` (plain TCP) or a
   mapping of exactly ``ca_file``, ``cert`` and ``key``, each a readable file;
@@ -74,6 +77,7 @@ DEVICES = ("auto", "cpu", "gpu")
 MAX_AXIS_CELLS = 1 << 24  # per axis; the memory check bounds the product
 MAX_Z_STRETCH = 10.0  # lower/upper clustering: smallest to largest cell 1e-8 at 10, cells vanish near 20
 CFL_MAX = 1.0  # time.cfl scales the RK3 limits (Stepper.dt_limit): 1 is the advective limit sqrt(3) itself
+MAX_CFL_EVERY = 1000  # time.cfl_every: steps a CFL step size is held; beyond, a flow's change would go unseen
 MAX_WORKERS = 4096  # cluster.workers, solver.pencils py * pz, cluster.nodes * gpus_per_node
 #: keys without a default (they set the physics), and what they are
 REQUIRED = {"grid.shape": "[nx, ny, nz] cells", "physics.nu": "the kinematic viscosity",
@@ -83,7 +87,8 @@ DEFAULTS: dict[str, Any] = {
     "grid": {"shape": None, "lengths": [1.0, 1.0, 1.0], "z_stretch": 0.0, "z_cluster": "both"},
     "physics": {"nu": None, "forcing": {"kind": None, "value": None}, "advection": "divergence"},
     "boundaries": {"preset": "channel"},
-    "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "implicit_diffusion": "none"},
+    "time": {"steps": 100, "end_time": None, "cfl": 0.95, "dt_max": 0.01, "dt": None, "cfl_every": 1,
+             "implicit_diffusion": "none"},
     "initial": {"kind": "zero", "amplitude": 0.1, "seed": 0, "value": [0.0, 0.0, 0.0], "mean": "log_law",
                 "path": None},
     "solver": {"poisson": "ptdma", "pencils": [1, 1], "dtype": "float64", "device": "auto", "z_solve": "direct",
@@ -242,6 +247,7 @@ def _time(t: dict) -> None:
                           "(dt = cfl * sqrt(3) / max(|u|/dx + |v|/dy + |w|/dz): 1 is the advective limit sqrt(3) "
                           "= 1.73 itself; explicit diffusion: cfl * 2.5 / (4 nu sum 1/dx^2))")
     t["dt_max"] = _number(t["dt_max"], "time.dt_max", positive=True)
+    t["cfl_every"] = _integer(t["cfl_every"], "time.cfl_every", minimum=1, maximum=MAX_CFL_EVERY)
     _choice(t["implicit_diffusion"], IMPLICIT, "time.implicit_diffusion")
 
 

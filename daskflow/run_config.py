@@ -144,6 +144,7 @@ class TimeConfig(Section):
     cfl: float
     dt_max: float
     dt: float | None
+    cfl_every: int  # steps between CFL evaluations (the step size held between them)
     implicit_diffusion: str
 
 

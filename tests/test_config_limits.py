@@ -373,3 +373,13 @@ def test_odd_keys_are_named_on_one_short_line(key):
     with pytest.raises(ValueError) as info:
         validate({**MINIMAL, key: 1})
     assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, 1001, "5", True])
+def test_cfl_every_is_a_whole_number_of_steps_from_1_to_1000(bad):
+    cfg = copy.deepcopy(MINIMAL)
+    cfg["time"] = {**cfg.get("time", {}), "cfl_every": bad}
+    with pytest.raises(ValueError, match=r"^config time\.cfl_every: must be a"):
+        validate(cfg)
+    cfg["time"]["cfl_every"] = 10
+    assert validate(cfg)["time"]["cfl_every"] == 10 and validate(MINIMAL)["time"]["cfl_every"] == 1

@@ -124,6 +124,25 @@ def test_restart_is_bit_for_bit(tmp_path, implicit):
     np.testing.assert_array_equal(a["kinetic_energy"].values, b["kinetic_energy"].values)
 
 
+def test_a_held_cfl_step_changes_at_multiples_of_cfl_every_and_restarts_bit_for_bit(tmp_path):
+    """With ``time.cfl_every: 3`` the CFL limit is evaluated before steps 0, 3, 6, ... and the step
+    size is held in between; a restart from the step-4 checkpoint (inside a hold) takes the same
+    steps as the uninterrupted run. With 1, the limit moves at every step."""
+    held = {"cfl_every": 3, "dt_max": 1.0, "implicit_diffusion": "xyz"}  # the advective limit sets dt
+    straight = Simulation(_config(tmp_path / "a.zarr", **held)).run(steps=8)
+    Simulation(_config(tmp_path / "b.zarr", **held)).run(steps=4)
+    resumed = Simulation.restart(tmp_path / "b.zarr").run(steps=4)
+    assert resumed.step == 8 and resumed.time == straight.time
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(resumed.state, name)), to_numpy(getattr(straight.state, name)))
+    dt = _open(tmp_path / "a.zarr", "scalars")["dt"].values  # the steps numbered 1 to 8
+    np.testing.assert_array_equal(_open(tmp_path / "b.zarr", "scalars")["dt"].values, dt)
+    assert [dt[i] == dt[i - 1] for i in range(1, 8)] == [True, True, False, True, True, False, True]
+    every = _open(Simulation(_config(tmp_path / "c.zarr", **{**held, "cfl_every": 1})).run(steps=8).config.output.store,
+                  "scalars")["dt"].values
+    assert not any(every[i] == every[i - 1] for i in range(1, 8))
+
+
 _CHILD = """
 import sys, json
 from daskflow import Simulation

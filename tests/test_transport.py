@@ -159,7 +159,10 @@ class CollectiveLoopbackLink(PostingLoopbackLink):
         others = [p for p in range(self.size) if p != self.rank]
         received = self.header_round({p: local.to_bytes(8, "little") for p in others}, others, abort, timeout)
         values = [local, *(int.from_bytes(v, "little") for v in received.values())]
-        return 0 if min(values) == 0 else max(values)
+        slot = 0 if min(values) == 0 else max(values)
+        if slot:
+            self.windows.reserve(self.size * slot)  # as the NCCL link: while every rank is there
+        return slot
 
     def collective_post(self, sends, layouts, slot):
         window = self.windows.take(self.size * slot)

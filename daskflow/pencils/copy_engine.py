@@ -136,12 +136,22 @@ class CopyEngine:
 
     def take(self, nbytes: int) -> Window:
         """The smallest free window of at least ``nbytes``; a new one where none is free."""
+        window = self._fitting(nbytes)
+        if window is None:
+            return self._allocate(nbytes)
+        self._free.remove(window)
+        return window
+
+    def reserve(self, nbytes: int) -> None:
+        """A free window of at least ``nbytes`` made now where none is (collective, as every
+        allocation): :meth:`take` then finds it without a registration, which blocks until every
+        rank joins, inside a transfer."""
+        if self._fitting(nbytes) is None:
+            self._free.append(self._allocate(nbytes))
+
+    def _fitting(self, nbytes: int) -> Window | None:
         fits = [w for w in self._free if w.nbytes >= nbytes]
-        if fits:
-            window = min(fits, key=lambda w: w.nbytes)
-            self._free.remove(window)
-            return window
-        return self._allocate(nbytes)
+        return min(fits, key=lambda w: w.nbytes) if fits else None
 
     def give(self, window: Window) -> None:
         if window not in self._free:  # given back twice (a wait repeated on an error path): still once

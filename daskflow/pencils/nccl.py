@@ -187,7 +187,8 @@ class NcclLink:
         (:func:`copy_engine.packed`) of any rank's arrays to or from one peer (``sizes``: per peer,
         its arrays' bytes; empty: this rank cannot join), or 0 where any rank cannot or has the
         copy engines off. Every rank calls it at once, the first time it describes the site; the
-        first agreement also builds the copy-engine communicator (its id made on rank 0)."""
+        first agreement also builds the copy-engine communicator (its id made on rank 0), and each
+        makes sure a window of the site's size is free, while every rank is known to be there."""
         from daskflow import settings
 
         usable = bool(sizes) and settings.get("nccl-copy-engine") and copy_engine.available()
@@ -199,6 +200,7 @@ class NcclLink:
             uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
             uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
             self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
+        self._engine.reserve(self.size * int(agreed[0]))
         return int(agreed[0])
 
     def _on_header(self, values: np.ndarray, op: str, abort: Callable[[], bool], timeout: float) -> np.ndarray:

@@ -15,7 +15,8 @@ from distributed import Client, LocalCluster
 from daskflow import Grid, Simulation
 from daskflow.config import validate
 from daskflow.pencils import copy_engine, transport, wire
-from daskflow.pencils.transport import CommSpec, PackedTransport, choose_comm
+from daskflow.pencils.packed import PackedTransport
+from daskflow.pencils.transport import CommSpec, choose_comm
 from tests.helpers import CHANNEL
 
 

@@ -10,7 +10,7 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
   the list of pieces (a transpose, a gather of boundary rows); with ``join=None`` the list itself is
   the result, for a later ``map`` to consume (a scatter). ``site`` (optional) names a call site whose
   pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
-  transport may then describe them only the first time (:class:`~daskflow.pencils.transport.PackedTransport`).
+  transport may then describe them only the first time (:class:`~daskflow.pencils.packed.PackedTransport`).
   ``collective`` says that within each group of ``sources`` every chunk sends to every other and
   ``join`` copies the pieces it gets (a transpose): a transport may then move the exchange as one
   all-to-all through buffers of its own.
@@ -131,7 +131,7 @@ class DirectExecutor:
     def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None) -> tuple:
         """:meth:`exchange` with ``join=None``, in two halves: the pieces are cut and handed to the
         transport now, and move while the caller goes on where the transport allows
-        (:attr:`~daskflow.pencils.transport.PackedTransport.overlaps`, NCCL's transfer stream);
+        (:attr:`~daskflow.pencils.packed.PackedTransport.overlaps`, NCCL's transfer stream);
         :meth:`complete` returns them. The caller keeps what it cut from alive until then and makes
         no other exchange in between."""
         dests = list(dests)

@@ -50,9 +50,14 @@ def pieces(arrays: list, bcs: list, offsets) -> dict:
     from the padded stack)."""
     from daskflow.ns import halo_kernels
 
-    x_rules = [[ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)] for (pairs, _), component in bcs]
+    x_rules = [_x_rules(pairs, component) for (pairs, _), component in bcs]
     x_walls = [values[0] for (_, values), _ in bcs]
     return halo_kernels.pack_halo(arrays, x_rules, x_walls, offsets)
+
+
+def _x_rules(pairs, component) -> list[int]:
+    """A field's x ghost rules (lower, upper; :func:`daskflow.ns.operators.ghost_rule`)."""
+    return [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
 
 
 def prepare(arrays: list, bcs: list) -> tuple:
@@ -68,8 +73,7 @@ def prepare(arrays: list, bcs: list) -> tuple:
         stack = ops.stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape),
                                    first.dtype)
         for a, field, (pairs, values, component) in zip(arrays, stack, rules, strict=True):
-            x_rules = [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
-            kernels.pad(a, x_rules + [ops.COPY] * 4, [*values[0], 0.0, 0.0, 0.0, 0.0], out=field)
+            kernels.pad(a, _x_rules(pairs, component) + [ops.COPY] * 4, [*values[0], 0.0, 0.0, 0.0, 0.0], out=field)
         return stack, stack[:, :, 1:-1, 1:-1], rules
     stack = ops.padded_copies(arrays)
     block = stack[:, :, 1:-1, 1:-1]

@@ -128,15 +128,16 @@ class DirectExecutor:
         xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective)
         return self._joined(xid, received, dests, sources, join, extras)
 
-    def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None) -> tuple:
+    def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None,
+             collective: bool = False) -> tuple:
         """:meth:`exchange` with ``join=None``, in two halves: the pieces are cut and handed to the
         transport now, and move while the caller goes on where the transport allows
         (:attr:`~daskflow.pencils.packed.PackedTransport.overlaps`, NCCL's transfer stream);
-        :meth:`complete` returns them. The caller keeps what it cut from alive until then and makes
-        no other exchange in between."""
+        :meth:`complete` returns them. The caller keeps what it cut from alive until then, and makes
+        no other exchange in between but further posts (the slabs of a transpose)."""
         dests = list(dests)
         overlaps = getattr(self.transport, "overlaps", False)
-        xid, moved = self._send(blocks, dests, sources, cut, site, post=overlaps)
+        xid, moved = self._send(blocks, dests, sources, cut, site, post=overlaps, collective=collective)
         return xid, moved, dests, sources, overlaps
 
     def complete(self, handle: tuple) -> dict:
@@ -222,15 +223,13 @@ class DirectExecutor:
         """The body of a transpose in ``slabs`` slabs; ``posted`` holds the posts not yet waited for."""
         for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
             part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
-            posted.append(self._send(part, keys, sources, cut, None if site is None else f"{site}/{i}", post=True,
-                                     collective=True))
+            posted.append(self.post(part, keys, sources, cut, None if site is None else f"{site}/{i}", collective=True))
             del part  # the pieces sent stay alive in ``posted`` until their transfer is waited for
         out: dict = {}
-        for i, (xid, handle) in enumerate(posted):
-            with self.clock("exchange: transport"):
-                received = self.transport.complete(handle)
+        for i, handle in enumerate(posted):
+            received = self.complete(handle)
             posted[i] = None  # waited for: the sent buffers may be reused now
-            for d, pieces in self._joined(xid, received, keys, sources, None, ()).items():
+            for d, pieces in received.items():
                 extra = [e[d] for e in extras]
                 slab = planes[d][i]
                 target = None if d not in out else out[d][slab]

@@ -103,6 +103,7 @@ def write_record(domain, arrays: dict, index: int, boxes: dict, values: dict | N
         return out
 
     received = domain.ex.exchange({key: values}, list(mine), sources, cut, None)
+    writes = []  # every chunk this participant writes, in one round trip (as a single participant's)
     for dest, pieces in received.items():
         parts = list(zip((boxes[s] for s in sources(dest)), pieces, strict=True))
         for i in mine[dest]:
@@ -113,4 +114,5 @@ def write_record(domain, arrays: dict, index: int, boxes: dict, values: dict | N
                 block = array_module(sample).empty([s.stop - s.start for s in unit], dtype=sample.dtype)
                 for part, piece in held:
                     block[_within(part, unit)] = piece[name]
-                array[(index, *unit)] = to_numpy(block)
+                writes.append((array, (index, *unit), to_numpy(block)))
+    store.write_together(writes)

@@ -119,37 +119,47 @@ def store_errors(path: str, step: int):
 class Output:
     """The writer of the store ``path`` on a schedule of ``every`` (the run's ``output`` section)."""
 
-    def __init__(self, path: str, every: OutputConfig, nu: float) -> None:
+    def __init__(self, path: str, every: OutputConfig, nu: float, background: bool = False) -> None:
         self.path, self.every, self.nu = path, every, nu
+        self._background = background  # writes on a thread of their own (a run of one pencil)
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}  # the loop's, not yet handed over
         self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0; writes only)
         self._arrays: dict[str, dict] = {}  # records groups' arrays, opened at their first flush
         self._flushed = time.monotonic()
-        self._queue: WriteQueue | None = None  # made at the first write, when the domain is known
+        self._queue: WriteQueue | None = None  # made at the first write
+        self._copy: tuple = (None, None)  # (state and step, its host copy) of the last background write
 
-    def _writes(self, domain) -> WriteQueue:
-        """The queue of this writer's store writes: in the background for a domain of one pencil
-        (no other participant waits on its writes), unless ``daskflow.output-thread`` is off."""
+    def _writes(self) -> WriteQueue:
+        """The queue of this writer's store writes: in the background for a run of one pencil (no
+        other participant waits on its writes), unless ``daskflow.output-thread`` is off."""
         if self._queue is None:
-            self._queue = WriteQueue(bool(getattr(domain, "single", False)) and settings.get("output-thread"))
+            self._queue = WriteQueue(self._background and settings.get("output-thread"))
         return self._queue
 
-    def _submit(self, domain, step: int, write) -> None:
+    def _submit(self, step: int, write) -> None:
         """Hand ``write`` (the store's side of an output of step ``step``) to the queue; its store
         errors name that step."""
         def guarded() -> None:
             with store_errors(self.path, step):
                 write()
 
-        self._writes(domain).submit(guarded)
+        self._writes().submit(guarded)
 
-    def _host(self, domain, arrays: dict) -> dict:
+    def _host(self, arrays: dict) -> dict:
         """``arrays`` as a background write may hold them: host copies the loop cannot change
         (the arrays themselves when the writes are not in the background)."""
-        if not self._writes(domain).background:
+        if not self._writes().background:
             return arrays
         return {name: a.get() if is_cupy_array(a) else np.array(a) for name, a in arrays.items()}
+
+    def _state_fields(self, state) -> dict:
+        """The four fields of ``state`` as :meth:`_host` hands them to a write; a snapshot and a
+        checkpoint of the same step share one host copy."""
+        key = (id(state), state.step)
+        if self._copy[0] != key:
+            self._copy = (key, self._host({name: getattr(state, name) for name in store.FIELD_DIMS}))
+        return self._copy[1]
 
     def _take_records(self) -> dict[str, list[dict]]:
         """The buffered records, handed over to a write (the loop buffers the next ones anew)."""
@@ -171,15 +181,15 @@ class Output:
             self._write_due(stepper, state)
             if stepper.domain.rank0 and (sum(map(len, self._pending.values())) >= FLUSH_RECORDS
                                          or time.monotonic() - self._flushed >= FLUSH_SECONDS):
-                self.flush(stepper.domain, state.step)
+                self.flush(state.step)
 
-    def flush(self, domain, step: int, commit: bool = False) -> None:
+    def flush(self, step: int, commit: bool = False) -> None:
         """Append the buffered records and commit the store when there were any, when metadata
         changed since the last commit, or when ``commit`` (``rank0`` only: the other participants
         buffer and change nothing)."""
         records = self._take_records()
         self._flushed = time.monotonic()
-        self._submit(domain, step, lambda: self._append_and_commit(records, commit))
+        self._submit(step, lambda: self._append_and_commit(records, commit))
 
     def _append_and_commit(self, records: dict[str, list[dict]], commit: bool) -> None:
         """The store's side of :meth:`flush` (a write: on the queue's thread)."""
@@ -192,32 +202,37 @@ class Output:
         store.commit(self.path, changed=self._touched)
         self._touched.clear()
 
-    def _record_arrays(self, group: str, names=None) -> dict:
-        """The arrays ``names`` (default: all) of a records group (``scalars``, ``fields``,
-        ``slices/z``, ...), opened once per writer: each opening reads the array's metadata from the
-        store. Only ``rank0`` grows the records, through these arrays, so their lengths stay current."""
+    def _record_arrays(self, group: str) -> dict:
+        """The arrays of a records group (``scalars``, ``fields``, ``slices/z``, ...) by name, opened
+        once per writer: each opening reads the array's metadata from the store. Only ``rank0`` grows
+        the records, through these arrays, so their lengths stay current."""
         if group not in self._arrays:
-            live = dict(self.root[group].arrays())  # one listing: every member's metadata read together
-            self._arrays[group] = {name: live[name] for name in (names or live)}
+            self._arrays[group] = dict(self.root[group].arrays())  # one listing: every member's metadata
         return self._arrays[group]
 
-    def _reopened(self, group: str, names) -> dict:
-        """The arrays ``names`` of a records group as the store has them now (a participant other
-        than ``rank0``, after ``rank0`` grew them)."""
-        live = store.open_for_write(self.path)[group]
-        return {name: live[name] for name in names}
+    def _reopened(self, groups, names) -> dict:
+        """The arrays ``names`` of each group of ``groups`` as the store has them now, from one
+        opening (a participant other than ``rank0``, after ``rank0`` grew or made them)."""
+        root = store.open_for_write(self.path)
+        return {group: {name: root[group][name] for name in names} for group in groups}
 
-    def _write_snapshot(self, domain, group: str, when: float, step: int, boxes: dict, values,
-                        by_field: bool = False) -> None:
-        """Record ``when``, ``step`` and the fields ``values`` (this pencil's blocks ``boxes``) at the end of
-        the records group ``group`` (collective): ``rank0`` grows it, then every chunk is written
-        by one participant (:func:`daskflow.io.chunks.write_record`), the four fields together, or one at a time when
-        ``by_field`` and several participants (a writer then holds at most its chunks of one field)."""
+    def _grown(self, domain, groups, when: float, step: int) -> dict:
+        """Each records group of ``groups`` one record longer, holding ``when`` and ``step``
+        (``rank0`` grows them; collective): per group, its arrays as every participant writes them."""
         names = ("time", "step", *store.FIELD_DIMS)
         if domain.rank0:
-            store.grow_time(self._record_arrays(group, names), names, when, step)
-        domain.barrier()  # the time axis has grown before anyone writes into it
-        arrays = self._record_arrays(group, names) if domain.rank0 else self._reopened(group, names)
+            for group in groups:
+                store.grow_time(self._record_arrays(group), names, when, step)
+        domain.barrier()  # the time axes have grown before anyone writes into them
+        if domain.rank0:
+            return {group: self._record_arrays(group) for group in groups}
+        return self._reopened(groups, names)
+
+    def _write_snapshot(self, domain, arrays: dict, boxes: dict, values, by_field: bool = False) -> None:
+        """The fields ``values`` (this pencil's blocks ``boxes``) into the last record of a records
+        group's ``arrays`` (:meth:`_grown`; collective): every chunk is written by one participant
+        (:func:`daskflow.io.chunks.write_record`), the four fields together, or one at a time when
+        ``by_field`` and several participants (a writer then holds at most its chunks of one field)."""
         index = arrays["time"].shape[0] - 1
         batches = [(name,) for name in store.FIELD_DIMS] if by_field and not domain.single else [store.FIELD_DIMS]
         for batch in batches:
@@ -238,7 +253,7 @@ class Output:
         """End of a run segment: everything written is committed, and every write is done."""
         with self.closing_on_error(), store_errors(self.path, step):
             if domain.rank0:
-                self.flush(domain, step)
+                self.flush(step)
         self.close()
 
     @contextlib.contextmanager
@@ -254,6 +269,7 @@ class Output:
     def close(self, raise_errors: bool = True) -> None:
         """Wait for every write handed over so far (a run stopping on an error: without
         ``raise_errors``, so that a failed write does not hide the run's own error)."""
+        self._copy = (None, None)  # the last host copy goes with the writes that held it
         if self._queue is not None:
             self._queue.close(raise_errors)
             self._queue = None
@@ -302,12 +318,13 @@ class Output:
 
     def fields(self, stepper, state) -> None:
         domain = stepper.domain
-        values = self._host(domain, {name: getattr(state, name) for name in store.FIELD_DIMS})
+        values = self._state_fields(state)
         when, step = state.time, state.step  # now: the loop goes on before the write runs
-        self._submit(domain, step, lambda: self._write_fields(domain, when, step, values))
+        self._submit(step, lambda: self._write_fields(domain, when, step, values))
 
     def _write_fields(self, domain, when: float, step: int, values: dict) -> None:
-        self._write_snapshot(domain, "fields", when, step, pencil_boxes(domain.pencil_chunks), values, by_field=True)
+        arrays = self._grown(domain, ["fields"], when, step)["fields"]
+        self._write_snapshot(domain, arrays, pencil_boxes(domain.pencil_chunks), values, by_field=True)
         domain.barrier()
         if domain.rank0:  # every chunk of the snapshot is written: readers may see it (the records wait)
             self._touched.add("fields")
@@ -329,7 +346,7 @@ class Output:
             values = None
             if box is not None:  # this pencil holds planes box[axis] of the slice
                 start = mine[axis].start
-                values = self._host(domain, {
+                values = self._host({
                     name: xp.stack([_plane(getattr(state, name), padded[c] if c < 3 else None, axis,
                                            int(ks[n]) - start, c == axis)
                                     for n in range(box[axis].start, box[axis].stop)], axis=axis)
@@ -337,11 +354,12 @@ class Output:
             records[axis_name] = (boxes, values)
         del padded
         when, step = state.time, state.step
-        self._submit(domain, step, lambda: self._write_slices(domain, when, step, records))
+        self._submit(step, lambda: self._write_slices(domain, when, step, records))
 
     def _write_slices(self, domain, when: float, step: int, records: dict) -> None:
+        grown = self._grown(domain, [f"slices/{axis_name}" for axis_name in records], when, step)
         for axis_name, (boxes, values) in records.items():
-            self._write_snapshot(domain, f"slices/{axis_name}", when, step, boxes, values)
+            self._write_snapshot(domain, grown[f"slices/{axis_name}"], boxes, values)
         domain.barrier()
         if domain.rank0:
             self._touched.add("slices")
@@ -354,16 +372,16 @@ class Output:
         finite = all(bool(array_module(a).isfinite(a).all()) for a in (state.u, state.v, state.w, state.p))
         if domain.allreduce(0.0 if finite else 1.0, "max") > 0.0:  # one small round, on checkpoint steps only
             if domain.rank0:
-                self.flush(domain, state.step, commit=True)  # the records up to the blow-up: they show how it came
-            self._writes(domain).drain()
+                self.flush(state.step, commit=True)  # the records up to the blow-up: they show how it came
+            self._writes().drain()
             raise NonFiniteState(f"the flow is no longer finite at step {state.step}: no checkpoint is written; "
                                  f"{last_checkpoint(self.path)}")
-        values = self._host(domain, {name: getattr(state, name) for name in store.FIELD_DIMS})
+        values = self._state_fields(state)
         records = self._take_records()  # committed with the new slot, before the slot is written
         clock = {"time": state.time, "step": state.step, "dt": state.dt,
                  "forcing_gradient": float(state.forcing_gradient)}
         shape = stepper.grid.shape
-        self._submit(domain, clock["step"], lambda: self._write_checkpoint(domain, shape, values, records, clock))
+        self._submit(clock["step"], lambda: self._write_checkpoint(domain, shape, values, records, clock))
 
     def _write_checkpoint(self, domain, shape: tuple, values: dict, records: dict, clock: dict) -> None:
         slot = store.next_slot(self.path)
@@ -375,8 +393,7 @@ class Output:
             self._append_and_commit(records, commit=True)  # the records up to this step and the new slot first
         domain.barrier()
         if not domain.rank0:  # the slot as rank0 prepared it
-            group = store.open_for_write(self.path)["checkpoint"][slot]
-            arrays = {name: group[name] for name in store.FIELD_DIMS}
+            arrays = self._reopened([f"checkpoint/{slot}"], store.FIELD_DIMS)[f"checkpoint/{slot}"]
         # every chunk on disk, a missing one is damage: set on these arrays alone (zarr's global setting
         # is shared by the threads of an in-process team)
         every_chunk = {"write_empty_chunks": True}

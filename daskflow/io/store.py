@@ -306,11 +306,10 @@ def _sync_directory(folder) -> None:
         os.close(fd)
 
 
-def commit_checkpoint(path: str, slot: str, clock: dict, group=None) -> None:
-    """Record the clock in ``slot`` (its ``group``, when the caller holds it open) and make it current
-    (after every pencil of the slot is written): on a local store the slot's files are synced to
-    disk, then the pointer is replaced by an atomic rename and its folder synced."""
-    group = open_for_write(path)["checkpoint"][slot] if group is None else group
+def commit_checkpoint(path: str, slot: str, clock: dict, group) -> None:
+    """Record the clock in ``slot`` (its open ``group``) and make it current (after every pencil of
+    the slot is written): on a local store the slot's files are synced to disk, then the pointer is
+    replaced by an atomic rename and its folder synced."""
     group.attrs.update({"clock": clock})
     if os.environ.get("DASKFLOW_TEST_KILL_AT_CHECKPOINT_STEP") == str(clock["step"]):
         os.kill(os.getpid(), 9)  # test hook: die after the data, before the switch

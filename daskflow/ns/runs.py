@@ -71,7 +71,7 @@ def writer_for(plan: FlowPlan):
         return None
     from daskflow.io.output import Output
 
-    return Output(output.store, output, plan.nu)
+    return Output(output.store, output, plan.nu, background=plan.poisson_plan.decomposition.pencils == (1, 1))
 
 
 def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | None, until: float | None,

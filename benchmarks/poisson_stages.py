@@ -1,7 +1,10 @@
 """Where the compute of a distributed pressure solve goes: every chunk of a ``(py, 1)`` decomposition
 solved on one GPU in this process (no transport), each stage timed with CUDA events, against the
 one-pencil solve of one chunk's points. The difference is what the pencils add besides moving the
-pieces: the transposes' cuts and assemblies, and the x and y transforms apart instead of one 2-D FFT.
+pieces: the transposes' assemblies, and the x and y transforms apart instead of one 2-D FFT. In one
+process every piece stays where it is cut, so each is swapped straight into its place of the
+assembled chunk (as a participant's piece for itself is in a distributed solve; the pieces that
+travel also pay a cut of their own).
 Prints one JSON document with the device name; times are ms per solve and per chunk.
 
     python benchmarks/poisson_stages.py [--shape 512 256 144] [--py 2] [--repeat 10]

@@ -121,6 +121,21 @@ def test_swapped_cut_kernel_gives_the_array_code_bits(cupy, rng, dtype, shape, p
     np.testing.assert_array_equal(got.get(), cut_swapped(a, piece))
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.float32])
+def test_a_piece_kept_by_its_participant_is_swapped_into_place(cupy, rng, dtype):
+    """The swap kernel writes into a slice of the assembled chunk (strided rows): the bits of the
+    cut and concatenation, the rest of the chunk untouched."""
+    from daskflow.pencils.layout import assemble, cut_swapped, cut_swapped_local
+
+    blocks = [rng.standard_normal((5, 37, 70)).astype(dtype) for _ in range(3)]
+    part = slice(20, 53)
+    want = np.concatenate([cut_swapped(b, part) for b in blocks], axis=2)
+    on_device = [cupy.asarray(b) for b in blocks]
+    for mine in range(3):
+        pieces = [cut_swapped_local(b, part) if i == mine else cut_swapped(b, part) for i, b in enumerate(on_device)]
+        np.testing.assert_array_equal(assemble(pieces, 2).get(), want)
+
+
 def test_ffts_into_given_memory_give_cupys_bits(cupy, rng):
     """The cuFFT transforms that write where they are told (a pipelined transpose's slabs) give the
     bits of ``cupy.fft``: forward into another array, inverse in place in a view, c2r into a slab."""

@@ -196,3 +196,56 @@ def test_a_swapped_cut_is_the_contiguous_swapped_piece(rng):
     piece = cut_swapped(a, slice(2, 6))
     assert piece.flags.c_contiguous and piece.shape == (3, 4, 5)
     np.testing.assert_array_equal(piece, a[:, :, 2:6].swapaxes(1, 2))
+
+
+def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):
+    """A participant's own piece is swapped straight into the assembled chunk: the same bits as its
+    cut and a concatenation, in any position among received pieces."""
+    from daskflow.pencils.layout import SwappedPiece, assemble, cut_swapped, cut_swapped_local
+
+    blocks = [rng.standard_normal((3, 4, 9)) + 1j * rng.standard_normal((3, 4, 9)) for _ in range(3)]
+    parts = [slice(0, 3), slice(3, 6), slice(6, 9)]
+    want = np.concatenate([cut_swapped(b, parts[1]) for b in blocks], axis=2)
+    for mine in range(3):
+        pieces = [cut_swapped_local(b, parts[1]) if i == mine else cut_swapped(b, parts[1])
+                  for i, b in enumerate(blocks)]
+        assert isinstance(pieces[mine], SwappedPiece) and pieces[mine].shape == (3, 3, 4)
+        got = assemble(pieces, 2)
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+        into = np.full_like(want, np.nan)
+        assert assemble(pieces, 2, out=into) is into
+        np.testing.assert_array_equal(into, want)
+
+
+def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
+    """Through a direct executor a chunk's piece for its own participant is a deferred swap; the
+    pieces that travel are copies (a view would change under the sender)."""
+    from daskflow.bc import Boundaries
+    from daskflow.pencils.executor import DirectExecutor
+    from daskflow.pencils.layout import SwappedPiece
+    from daskflow.pencils.team import Team
+    from daskflow.poisson import algorithms
+    from daskflow.poisson.plan import SpectralPlan
+
+    plan = SpectralPlan(Grid((8, 6, 4), (1.0, 1.0, 1.0)), Boundaries.parse(("PP", "PP", "NN"), "ccc"), 0.0, 1.0,
+                        "ftm", (2, 1), np.dtype(np.float64))
+    dec = plan.decomposition
+    seen = {}
+
+    def join(plan, key, pieces, *_):
+        seen[key] = [type(p) for p in pieces]
+        return algorithms.assemble_y(plan, key, pieces)
+
+    team = Team(2)
+    owner = lambda key: team.members[key[0]]  # noqa: E731
+
+    blocks = {k: rng.standard_normal((4, 3, dec.spectral[0])) for k in dec.indices}
+
+    def body(i):
+        me = team.members[i]
+        ex = DirectExecutor(plan, me, "run", owner, team.transports[me])
+        return ex.exchange(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil, [join])
+
+    team.run(body)
+    assert seen == {(0, 0): [SwappedPiece, np.ndarray], (1, 0): [np.ndarray, SwappedPiece]}

@@ -8,7 +8,8 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
 * ``exchange(blocks, dests, sources, cut, join, extras=())``: destination ``d`` receives
   ``cut(plan, s, blocks[s], d)`` from every ``s`` in ``sources(d)`` and runs the chain ``join`` on
   the list of pieces (a transpose, a gather of boundary rows); with ``join=None`` the list itself is
-  the result, for a later ``map`` to consume (a scatter). ``site`` (optional) names a call site whose
+  the result, for a later ``map`` to consume (a scatter). A participant's pieces for itself come
+  from ``cut.local`` where the cut has one (:func:`piece_for_itself`). ``site`` (optional) names a call site whose
   pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
   transport may then describe them only the first time (:class:`~daskflow.pencils.packed.PackedTransport`).
   ``collective`` says that within each group of ``sources`` every chunk sends to every other and
@@ -71,6 +72,7 @@ class LocalExecutor:
                  cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None,
                  collective: bool = False) -> dict:
         out = {}
+        cut = piece_for_itself(cut)  # every piece stays in this process
         for d in dests:
             pieces = [cut(self.plan, s, blocks[s], d) for s in sources(d)]
             extra = (e[d] for e in extras)
@@ -81,6 +83,13 @@ class LocalExecutor:
 
     def slabs(self) -> int:
         return 1
+
+
+def piece_for_itself(cut: Callable) -> Callable:
+    """The cut of a participant's piece for itself: ``cut.local`` where the cut has one (a piece
+    that may be deferred for the join to write into place, e.g.
+    :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels), else ``cut``."""
+    return getattr(cut, "local", cut)
 
 
 def freeze(key):
@@ -156,6 +165,7 @@ class DirectExecutor:
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         outgoing, incoming = [], []
+        cut_itself = piece_for_itself(cut)
         with self.clock("exchange: cut pieces"):
             for d in dests:
                 receiver = self.owner(d)
@@ -167,7 +177,8 @@ class DirectExecutor:
                     frozen_d = freeze(d) if frozen_d is None else frozen_d
                     tag = (*xid, freeze(s), frozen_d)
                     if sender == self.me:
-                        outgoing.append((receiver, tag, cut(self.plan, s, blocks[s], d)))
+                        cut_here = cut_itself if receiver == self.me else cut
+                        outgoing.append((receiver, tag, cut_here(self.plan, s, blocks[s], d)))
                     if receiver == self.me:
                         incoming.append((sender, tag))
         move = self.transport.post if post else self.transport.exchange

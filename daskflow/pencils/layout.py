@@ -128,18 +128,67 @@ def cut(block, axis: int, piece: slice):
 def cut_swapped(block, piece: slice):
     """The piece ``piece`` of ``block`` ``(n0, n1, n2)`` along axis 2 with axes 1 and 2 swapped: a
     contiguous ``(n0, len(piece), n1)`` copy (it travels, and arrives in the other memory order)."""
+    return swap_into(block[:, :, piece])
+
+
+def swap_into(view, out=None):
+    """``view`` ``(n0, n1, k)`` with its last two axes swapped, written into ``out`` ``(n0, k, n1)``
+    (any strides; by default a new contiguous array), which is returned."""
     from daskflow.backend import array_module, is_cupy_array
 
-    view = block[:, :, piece]
     if is_cupy_array(view):
         from daskflow.pencils.kernels import swap_last_axes
 
-        return swap_last_axes(view)
-    return array_module(view).ascontiguousarray(view.swapaxes(1, 2))
+        return swap_last_axes(view, out)
+    if out is None:
+        return array_module(view).ascontiguousarray(view.swapaxes(1, 2))
+    out[...] = view.swapaxes(1, 2)
+    return out
+
+
+@dataclass(frozen=True)
+class SwappedPiece:
+    """A piece of :func:`cut_swapped` not copied yet: a participant's piece for itself, which
+    :func:`assemble` writes straight into its place of the chunk it assembles (one copy instead of
+    a cut and a concatenation). ``view`` is ``(n0, n1, k)`` of the source chunk, which must not
+    change before the assembly."""
+
+    view: object
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        n0, n1, k = self.view.shape
+        return (n0, k, n1)
+
+    @property
+    def dtype(self):
+        return self.view.dtype
+
+
+def cut_swapped_local(block, piece: slice) -> SwappedPiece:
+    """:func:`cut_swapped` for the participant itself: the piece as a :class:`SwappedPiece`."""
+    return SwappedPiece(block[:, :, piece])
 
 
 def assemble(pieces, axis: int, out=None):
-    """Concatenate pieces along memory ``axis`` into one contiguous chunk (into ``out`` where given)."""
+    """Concatenate pieces along memory ``axis`` into one contiguous chunk (into ``out`` where
+    given); a :class:`SwappedPiece` is swapped straight into its place."""
     from daskflow.backend import array_module
 
-    return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)
+    if not any(isinstance(p, SwappedPiece) for p in pieces):
+        return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)
+    arrays = [p.view if isinstance(p, SwappedPiece) else p for p in pieces]
+    shape = list(pieces[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in pieces)
+    if out is None:
+        out = array_module(arrays[0]).empty(tuple(shape), dtype=pieces[0].dtype)
+    start = 0
+    for piece in pieces:
+        index = [slice(None)] * out.ndim
+        index[axis] = slice(start, start + piece.shape[axis])
+        start += piece.shape[axis]
+        if isinstance(piece, SwappedPiece):
+            swap_into(piece.view, out[tuple(index)])
+        else:
+            out[tuple(index)] = piece
+    return out

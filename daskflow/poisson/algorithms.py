@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from daskflow.pencils.layout import assemble, cut, cut_swapped
+from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
 from daskflow.zsolve import spectral
@@ -35,13 +35,19 @@ Z, X = 0, 2  # memory axes of an x-pencil chunk (z, y, x)
 
 def cut_for_y_pencil(plan: SpectralPlan, src, block, dst):
     """x-pencil ``(z, y, x modes)`` -> piece ``(z, x modes of dst, y)`` of a y-pencil (``py > 1``:
-    stored y-last, :class:`SpectralPlan`)."""
+    stored y-last, :class:`SpectralPlan`). Its ``local`` variant (a chunk's piece for its own
+    participant) defers the copy to the assembly (:class:`~daskflow.pencils.layout.SwappedPiece`)."""
     return cut_swapped(block, plan.decomposition.xs[dst[0]])
 
 
 def cut_for_x_pencil(plan: SpectralPlan, src, block, dst):
-    """y-pencil ``(z, x modes, y)`` -> piece ``(z, y of dst, x modes)`` of an x-pencil."""
+    """y-pencil ``(z, x modes, y)`` -> piece ``(z, y of dst, x modes)`` of an x-pencil (``local``:
+    as :func:`cut_for_y_pencil`'s)."""
     return cut_swapped(block, plan.decomposition.y[dst[0]])
+
+
+cut_for_y_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.xs[dst[0]])
+cut_for_x_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.y[dst[0]])
 
 
 def cut_for_z_pencil(plan: SpectralPlan, src, block, dst):

@@ -16,6 +16,9 @@ import numpy as np
 
 from daskflow.backend import raw_kernel
 
+#: rows per segment of ``thomas_shifted``'s backward sweep (its ``cp`` holds one row per segment)
+THOMAS_SEGMENT = 16
+
 _PREAMBLE = r"""
 #include <cupy/complex.cuh>
 typedef {T} T;
@@ -43,31 +46,50 @@ __device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int
 """
 
 _SOURCES = {
-    # Thomas with 1-D coefficients and a per-column diagonal shift; d is overwritten by x.
+    # Thomas with 1-D coefficients and a per-column diagonal shift; d is overwritten by x. The
+    # eliminated upper coefficients c_k differ per column (the shift): instead of writing all of
+    # them and reading them back (half a pass over the data each way), the forward sweep keeps the
+    # c entering every segment of THOMAS_SEGMENT rows in ``cp`` ((m + THOMAS_SEGMENT - 1) /
+    # THOMAS_SEGMENT, ncols), and the backward sweep recomputes a segment's c from it, in registers,
+    # by the same function: the same bits as keeping them all.
     "thomas_shifted": r"""
+#define SEGMENT THOMAS_SEGMENT
+__device__ __forceinline__ R eliminated(int k, R c, R s, const R* lower, const R* diag, const R* upper, R& inv) {
+    inv = k ? R(1) / (diag[k] + s - lower[k] * c) : R(1) / (diag[0] + s);
+    return upper[k] * inv;
+}
 extern "C" __global__ void thomas_shifted(T* d, R* cp, const R* lower, const R* diag,
         const R* upper, const R* shift, const int m, const long long ncols) {
     const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (col >= ncols) return;
     const R s = shift[col];
-    R inv = R(1) / (diag[0] + s);
-    R c = upper[0] * inv;
-    T x = d[col] * inv;
-    d[col] = x; cp[col] = c;
-    for (int k = 1; k < m; ++k) {
+    R c = R(0), inv;
+    T x = T(0);
+    for (int k = 0; k < m; ++k) {
+        if (k % SEGMENT == 0) cp[(k / SEGMENT) * ncols + col] = c;
         const long long i = k * ncols + col;
-        inv = R(1) / (diag[k] + s - lower[k] * c);
-        c = upper[k] * inv;
-        x = (d[i] - lower[k] * x) * inv;
-        d[i] = x; cp[i] = c;
-    }
-    for (int k = m - 2; k >= 0; --k) {
-        const long long i = k * ncols + col;
-        x = d[i] - cp[i] * x;
+        c = eliminated(k, c, s, lower, diag, upper, inv);
+        x = (k ? d[i] - lower[k] * x : d[i]) * inv;
         d[i] = x;
     }
+    for (int k0 = ((m - 1) / SEGMENT) * SEGMENT; k0 >= 0; k0 -= SEGMENT) {
+        R cs[SEGMENT];
+        c = cp[(k0 / SEGMENT) * ncols + col];
+        #pragma unroll
+        for (int j = 0; j < SEGMENT; ++j)
+            if (k0 + j < m) cs[j] = c = eliminated(k0 + j, c, s, lower, diag, upper, inv);
+        #pragma unroll
+        for (int j = SEGMENT - 1; j >= 0; --j) {
+            const int k = k0 + j;
+            if (k < m - 1) {
+                const long long i = k * ncols + col;
+                x = d[i] - cs[j] * x;
+                d[i] = x;
+            }
+        }
+    }
 }
-""",
+""".replace("THOMAS_SEGMENT", str(THOMAS_SEGMENT)),
     # factored_solve (below) for one matrix shared by every column: the factorisation ``inv``,
     # ``cp`` is 1-D, so no per-column workspace or coefficients are read; one read and one write of
     # d per sweep (the periodic correction, if any, follows as array operations).

@@ -48,12 +48,12 @@ def solve_shifted(d, op: Tridiagonal, shift):
     x = columns_view(d)
     ncols = x.shape[1]
     if is_cupy_array(d):
-        cp = xp.empty((m, ncols), dtype=real)
         if op.periodic:
-            zz = xp.empty((m, ncols), dtype=real)
+            cp, zz = xp.empty((m, ncols), dtype=real), xp.empty((m, ncols), dtype=real)
             kernels.launch("thomas_cyclic_shifted", x.dtype, ncols, x, cp, zz, lower, diag, upper,
                            shift, np.int32(m), np.int64(ncols))
-        else:
+        else:  # one coefficient per segment of rows and column (the kernel recomputes the rest)
+            cp = xp.empty((-(-m // kernels.THOMAS_SEGMENT), ncols), dtype=real)
             kernels.launch("thomas_shifted", x.dtype, ncols, x, cp, lower, diag, upper, shift,
                            np.int32(m), np.int64(ncols))
         return d

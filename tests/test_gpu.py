@@ -49,6 +49,41 @@ def test_parallel_tridiagonal_kernels_match_numpy(cupy, rng, periodic):
     _close(results[1], tridiagonal.solve_shifted(d.copy(), op, shift), 1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.float32])
+def test_parallel_tridiagonal_kernels_recompute_per_column_coefficients(cupy, rng, dtype):
+    """Chunks whose coefficients differ per column keep no (m, ncols) arrays on the GPU: the kernels
+    recompute them, across segments of rows, and solve as the uploaded host coefficients do."""
+    sizes = [40, 17, 3, 33, 16, 2]
+    m, ncols = sum(sizes), 45
+    lower, upper = rng.uniform(0.2, 1, m), rng.uniform(0.2, 1, m)
+    op = Tridiagonal(lower, -(lower + upper) - 0.3, upper, False)
+    shift = -rng.uniform(0, 2, ncols)
+    d = rng.standard_normal((m, ncols)).astype(dtype)
+    if np.iscomplexobj(d):
+        d = d + 1j * rng.standard_normal((m, ncols))
+    chunk = tridiagonal.precompute(op.lower[:40], op.diag[:40], op.upper[:40], cupy.asarray(shift))
+    assert chunk.a is None and chunk.inv_b is None and chunk.entering.shape == (3, 2, ncols)
+    got = chunked_solve(op, cupy.asarray(shift), cupy.asarray(d), sizes)
+    single = np.finfo(dtype).bits < 64
+    _close(got, chunked_solve(op, shift, d, sizes), 1e-5 if single else 1e-12)
+    _close(got, tridiagonal.solve_shifted(d.astype(np.complex128).copy(), op, shift), 1e-5 if single else 1e-12)
+    for size in sizes:  # against the coefficients set up on the host and uploaded, chunk by chunk
+        rows = slice(0, size)
+        host = tridiagonal.precompute(op.lower[rows], op.diag[rows], op.upper[rows], shift)
+        device = tridiagonal.precompute(op.lower[rows], op.diag[rows], op.upper[rows], cupy.asarray(shift))
+        real = np.dtype(dtype).type(0).real.dtype
+        block = rng.standard_normal((size, ncols)).astype(dtype)
+        ours, theirs = cupy.asarray(block), cupy.asarray(block)
+        np.testing.assert_allclose(tridiagonal.reduce(ours, device.in_precision(real)).get(),
+                                   tridiagonal.reduce(theirs, host.in_precision(real).to(cupy)).get(),
+                                   rtol=1e-5 if single else 1e-13, atol=1e-6 if single else 1e-14)
+        first, last = cupy.asarray(rng.standard_normal(ncols)), cupy.asarray(rng.standard_normal(ncols))
+        tridiagonal.reconstruct(ours, first, last, device.in_precision(real))
+        tridiagonal.reconstruct(theirs, first, last, host.in_precision(real).to(cupy))
+        np.testing.assert_allclose(ours.get(), theirs.get(), rtol=1e-5 if single else 1e-13,
+                                   atol=1e-6 if single else 1e-14)
+
+
 @pytest.mark.parametrize("periodic", [False, True])
 def test_parallel_tridiagonal_kernels_with_one_shared_matrix(cupy, rng, periodic):
     """The kernels read ``(m, 1)`` coefficients for every column (the z-implicit solves)."""

@@ -205,6 +205,9 @@ def test_one_column_precompute_is_the_vector_codes_bits(m):
     one = tridiagonal.precompute(lower, diag, upper, np.full(1, 0.25))
     two = tridiagonal.precompute(lower, diag, upper, np.full(2, 0.25))
     for name, x, y in zip(tridiagonal.ReducedChunk._fields, one, two, strict=True):
+        if x is None:  # kept only where GPU kernels recompute the coefficients
+            assert y is None, name
+            continue
         y = y if y.ndim == 1 else y[:, :1]
         assert x.shape == y.shape, name
         np.testing.assert_array_equal(x, y, err_msg=name)

@@ -9,7 +9,9 @@ the chunk; after the boundary values are known the interior is reconstructed in 
   together, rows normalised to a unit diagonal), kept as the reference.
 * :func:`precompute`, :func:`reduce`, :func:`reconstruct` are Algorithm 2: the coefficients
   ``(a, c, 1/b)`` depend on the column only through the diagonal shift and are computed once;
-  at run time only ``d`` changes, with no scratch copies of ``a`` or ``c``. A shift of one value
+  at run time only ``d`` changes, with no scratch copies of ``a`` or ``c``. On the GPU, where they
+  differ per column, the kernels recompute them as they sweep instead of reading three arrays the
+  size of the data (:class:`ReducedChunk`). A shift of one value
   gives coefficients of one column, ``(m, 1)``, shared by every column of ``d`` (the z-implicit
   diffusion solves, whose matrix is the same in every column): set-up is then O(m) on the host
   and holds no field-sized arrays.
@@ -33,11 +35,18 @@ def boundary_rows(m: int) -> int:
 
 class ReducedChunk(NamedTuple):
     """Precomputed Algorithm-2 coefficients of one chunk, arrays ``(m, ncols)`` (float64, or the
-    solver's working precision once :func:`daskflow.zsolve.spectral.ptdma_setup` has cast them).
+    solver's working precision once :meth:`in_precision` has cast them).
 
     ``boundary_lower/diag/upper`` are the chunk's rows of the reduced system, shape
     ``(1 or 2, ncols)``: the first row (coupling to the previous chunk and the own last row) and,
     for ``m >= 2``, the last row (coupling to the own first row and the next chunk).
+
+    On the GPU, coefficients that differ per column (a shift per column: the spectral solves) are
+    not kept as ``(m, ncols)`` arrays, which a solve would read three times over: ``a``, ``c`` and
+    ``inv_b`` are ``None``, and the kernels recompute them with the set-up's arithmetic from the
+    rows ``lower``, ``diag``, ``upper``, the ``shift`` and ``entering``, the forward recurrence's
+    ``b`` and ``a`` entering every segment of :data:`~daskflow.tridiagonal.kernels.SEGMENT` rows,
+    ``(nseg, 2, ncols)`` (all float64).
     """
 
     a: object
@@ -48,18 +57,40 @@ class ReducedChunk(NamedTuple):
     boundary_lower: object
     boundary_diag: object
     boundary_upper: object
+    diag: object = None
+    shift: object = None
+    entering: object = None
+
+    @property
+    def rows(self) -> int:
+        """The chunk's rows ``m``."""
+        return len(self.lower)
 
     def to(self, xp) -> ReducedChunk:
         """These NumPy coefficients on ``xp``'s device in one transfer
         (:func:`~daskflow.backend.upload_together`); NumPy: themselves."""
-        return self if xp is np else ReducedChunk(*upload_together(xp, list(self)))
+        if xp is np:
+            return self
+        present = [name for name in self._fields if getattr(self, name) is not None]
+        moved = upload_together(xp, [getattr(self, name) for name in present])
+        return self._replace(**dict(zip(present, moved, strict=True)))
+
+    def in_precision(self, real) -> ReducedChunk:
+        """The coefficients the data meets, in the working precision ``real``; what the kernels
+        recompute coefficients from stays float64."""
+        names = ["a", "c", "inv_b", "boundary_lower", "boundary_diag", "boundary_upper"]
+        if self.entering is None:
+            names += ["lower", "upper"]
+        return self._replace(**{n: getattr(self, n).astype(real, copy=False) for n in names
+                                if getattr(self, n) is not None})
 
 
 def precompute(lower, diag, upper, shift) -> ReducedChunk:
     """Algorithm 2, step 1, for 1-D row coefficients (length m) and a per-column diagonal ``shift``.
     One NumPy column (a matrix shared by every column: the z-implicit diffusion, set up again at
     every solve whose time step changed) runs the recurrence in Python floats, with the same bits
-    and without a NumPy call per row."""
+    and without a NumPy call per row. Several CuPy columns keep only what the kernels recompute the
+    coefficients from (:class:`ReducedChunk`)."""
     xp = array_module(shift)
     one = xp is np and np.size(shift) == 1
     if one:
@@ -71,7 +102,10 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
         s = xp.asarray(shift, dtype=np.float64).reshape(-1)
         m, ncols = A.size, s.size
         a, b, c = xp.zeros((m, ncols)), xp.empty((m, ncols)), xp.zeros((m, ncols))
-    _recurrence(A, B, C, s, a, b, c)
+    recomputed = xp is not np and s.size > 1
+    _forward(A, B, C, s, a, b)
+    entering = _entering(xp, a, b) if recomputed else None
+    _backward(A, B, C, s, a, b, c)
     if one:
         A, C = np.array(A), np.array(C)
         a, b, c = (np.array(v)[:, None] for v in (a, b, c))
@@ -79,27 +113,55 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     bl = xp.stack([a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else []))
     bd = b[rows]
     bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
+    if recomputed:
+        return ReducedChunk(None, None, None, A, C, bl, bd, bu, B, s, entering)
     return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
 
 
-def _recurrence(A, B, C, s, a, b, c) -> None:
-    """The set-up recurrence of Algorithm 2 into ``a, b, c`` (length m): rows of arrays (an entry
-    per column; O(m) vector operations) or Python floats (one column)."""
+def _entering(xp, a, b):
+    """The forward recurrence's ``b`` and ``a`` (rows ``(m, ncols)``, before the backward one changes
+    ``a``) of the row before every segment of ``SEGMENT`` rows, ``(nseg, 2, ncols)``; the first
+    segment needs none, nor a segment beyond row ``m - 2`` (zeros)."""
+    m, ncols = b.shape
+    segments = -(-m // kernels.SEGMENT)
+    out = xp.zeros((segments, 2, ncols))
+    before = [j * kernels.SEGMENT - 1 for j in range(1, segments) if j * kernels.SEGMENT - 1 <= m - 2]
+    if before:
+        out[1:1 + len(before), 0] = b[before]
+        out[1:1 + len(before), 1] = a[before]
+    return out
+
+
+def _forward(A, B, C, s, a, b) -> None:
+    """The set-up recurrence of Algorithm 2, its forward part, into ``a, b`` (length m): rows of
+    arrays (an entry per column; O(m) vector operations) or Python floats (one column). The GPU
+    kernels that recompute it (``forward_row``) follow this arithmetic."""
     m = len(A)
-    a[0], b[0], c[0] = A[0], B[0] + s, C[0]
+    a[0], b[0] = A[0], B[0] + s
     if m >= 2:
         a[1], b[1] = A[1], B[1] + s
         for k in range(2, m):
-            b[k] = B[k] + s - A[k] * C[k - 1] / b[k - 1]
-            a[k] = -A[k] * a[k - 1] / b[k - 1]
+            inv = 1.0 / b[k - 1]  # one division per row (a kernel recomputing this runs it per value)
+            b[k] = B[k] + s - A[k] * C[k - 1] * inv
+            a[k] = -A[k] * a[k - 1] * inv
+
+
+def _backward(A, B, C, s, a, b, c) -> None:
+    """The rest of the set-up recurrence, after :func:`_forward`: ``c``, and ``a`` and ``b[0]``
+    changed backwards."""
+    m = len(A)
+    c[0] = C[0]
+    if m >= 2:
         c[m - 1], c[m - 2] = C[m - 1], C[m - 2]
         for k in range(m - 3, 0, -1):
-            a[k] = a[k] - C[k] * a[k + 1] / b[k + 1]
-            c[k] = -C[k] * c[k + 1] / b[k + 1]
+            inv = 1.0 / b[k + 1]
+            a[k] = a[k] - C[k] * a[k + 1] * inv
+            c[k] = -C[k] * c[k + 1] * inv
         a[0] = A[0]
         if m >= 3:
-            b[0] = B[0] + s - C[0] * a[1] / b[1]
-            c[0] = -C[0] * c[1] / b[1]
+            inv = 1.0 / b[1]
+            b[0] = B[0] + s - C[0] * a[1] * inv
+            c[0] = -C[0] * c[1] * inv
 
 
 def reduce(d, chunk: ReducedChunk):
@@ -110,6 +172,10 @@ def reduce(d, chunk: ReducedChunk):
     xp = array_module(d)
     m = d.shape[0]
     x = columns_view(d)
+    rows = [0] if m == 1 else [0, m - 1]
+    if chunk.entering is not None:
+        _recomputed("cr_reduce_shifted", x, chunk, x)
+        return d[rows]
     real = x.real.dtype
     lower, upper, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.lower, chunk.upper, chunk.inv_b))
     ccols = _coefficient_columns(inv_b, x)
@@ -123,8 +189,18 @@ def reduce(d, chunk: ReducedChunk):
             x[k] -= lower[k] * x[k - 1] * inv_b[k - 1]
         for k in range(m - 3, -1, -1):
             x[k] -= upper[k] * x[k + 1] * inv_b[k + 1]
-    rows = [0] if m == 1 else [0, m - 1]
     return d[rows]
+
+
+def _recomputed(name: str, x, chunk: ReducedChunk, *data) -> None:
+    """Run kernel ``name`` on columns ``x`` ``(m, ncols)`` of a chunk whose coefficients the kernel
+    recomputes (:class:`ReducedChunk`), ``data`` its first arguments."""
+    m, ncols = x.shape
+    if chunk.shift.size != ncols or chunk.rows != m:
+        raise ValueError(f"coefficients of {chunk.rows} rows and {chunk.shift.size} columns cannot serve "
+                         f"{m} rows and {ncols} columns")
+    kernels.launch(name, x.dtype, ncols, *data, chunk.lower, chunk.diag, chunk.upper, chunk.shift, chunk.entering,
+                   np.int32(m), np.int64(ncols))
 
 
 def _coefficient_columns(coefficients, x) -> int:
@@ -148,6 +224,9 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
     real = x.real.dtype
     x0 = xp.ascontiguousarray(first, dtype=x.dtype).reshape(-1)
     xl = xp.ascontiguousarray(last, dtype=x.dtype).reshape(-1)
+    if chunk.entering is not None:
+        _recomputed("cr_reconstruct_shifted", x, chunk, x, x0, xl)
+        return d
     a, c, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.a, chunk.c, chunk.inv_b))
     ccols = _coefficient_columns(inv_b, x)
     if is_cupy_array(d):
@@ -169,7 +248,7 @@ def along_rows(field, m: int, chunk: ReducedChunk) -> bool:
     every row (``chunk`` of one coefficient column). A C-ordered GPU field is then reduced along
     its z rows with no transposed copy of it into columns and back."""
     return (is_cupy_array(field) and field.dtype.kind == "f" and field.flags.c_contiguous and m > 0
-            and field.shape[-1] >= m and chunk.inv_b.shape[1] == 1)
+            and field.shape[-1] >= m and chunk.inv_b is not None and chunk.inv_b.shape[1] == 1)
 
 
 def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> list:

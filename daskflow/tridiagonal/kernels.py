@@ -16,8 +16,10 @@ import numpy as np
 
 from daskflow.backend import raw_kernel
 
-#: rows per segment of ``thomas_shifted``'s backward sweep (its ``cp`` holds one row per segment)
-THOMAS_SEGMENT = 16
+#: rows per segment of the kernels that recompute per-column coefficients in registers instead of
+#: reading them (``thomas_shifted``, ``cr_reduce_shifted``, ``cr_reconstruct_shifted``): they keep the
+#: values entering each segment
+SEGMENT = 16
 
 _PREAMBLE = r"""
 #include <cupy/complex.cuh>
@@ -45,15 +47,48 @@ __device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int
 }}
 """
 
+# The forward recurrence of the P-TDMA set-up (cyclic_reduction._forward) for one column, in its
+# arithmetic (the products rounded apart, as NumPy does: no fused multiply-add): row k's b and
+# forward a from row k - 1's and its 1/b; and the 1/b and forward a of the rows of one segment from
+# the values entering it (row 1 from the matrix itself in the first segment).
+_FORWARD_ROWS = r"""
+#define SEGMENT SEGMENT_ROWS
+__device__ __forceinline__ void forward_row(int k, const double* lower, const double* diag, const double* upper,
+        double s, double inv_before, double& b, double& a) {
+    b = __dsub_rn(diag[k] + s, __dmul_rn(__dmul_rn(lower[k], upper[k - 1]), inv_before));
+    a = __dmul_rn(__dmul_rn(-lower[k], a), inv_before);
+}
+__device__ __forceinline__ void segment_rows(int r0, int m, const double* lower, const double* diag,
+        const double* upper, double s, const double* entering, long long ncols, long long col, double* invs,
+        double* as) {
+    double b, a, inv;
+    int first = r0;
+    if (r0 == 0) {
+        b = diag[1] + s; a = lower[1]; inv = 1.0 / b; invs[1] = inv; as[1] = a; first = 2;
+    } else {
+        const long long e = 2LL * (r0 / SEGMENT) * ncols + col;
+        b = entering[e]; a = entering[e + ncols]; inv = 1.0 / b;
+    }
+    #pragma unroll
+    for (int j = 0; j < SEGMENT; ++j) {
+        const int r = r0 + j;
+        if (r >= first && r <= m - 2) {
+            forward_row(r, lower, diag, upper, s, inv, b, a);
+            inv = 1.0 / b; invs[j] = inv; as[j] = a;
+        }
+    }
+}
+""".replace("SEGMENT_ROWS", str(SEGMENT))
+
 _SOURCES = {
     # Thomas with 1-D coefficients and a per-column diagonal shift; d is overwritten by x. The
     # eliminated upper coefficients c_k differ per column (the shift): instead of writing all of
     # them and reading them back (half a pass over the data each way), the forward sweep keeps the
-    # c entering every segment of THOMAS_SEGMENT rows in ``cp`` ((m + THOMAS_SEGMENT - 1) /
-    # THOMAS_SEGMENT, ncols), and the backward sweep recomputes a segment's c from it, in registers,
-    # by the same function: the same bits as keeping them all.
+    # c entering every segment of SEGMENT rows in ``cp`` ((m + SEGMENT - 1) / SEGMENT, ncols), and
+    # the backward sweep recomputes a segment's c from it, in registers, by the same function (the
+    # same arithmetic as the forward sweep's).
     "thomas_shifted": r"""
-#define SEGMENT THOMAS_SEGMENT
+#define SEGMENT SEGMENT_ROWS
 __device__ __forceinline__ R eliminated(int k, R c, R s, const R* lower, const R* diag, const R* upper, R& inv) {
     inv = k ? R(1) / (diag[k] + s - lower[k] * c) : R(1) / (diag[0] + s);
     return upper[k] * inv;
@@ -89,7 +124,7 @@ extern "C" __global__ void thomas_shifted(T* d, R* cp, const R* lower, const R* 
         }
     }
 }
-""".replace("THOMAS_SEGMENT", str(THOMAS_SEGMENT)),
+""".replace("SEGMENT_ROWS", str(SEGMENT)),
     # factored_solve (below) for one matrix shared by every column: the factorisation ``inv``,
     # ``cp`` is 1-D, so no per-column workspace or coefficients are read; one read and one write of
     # d per sweep (the periodic correction, if any, follows as array operations).
@@ -312,6 +347,75 @@ extern "C" __global__ void cr_reconstruct(T* d, const T* first, const T* last, c
         d[i] = (d[i] - a[ic] * x0 - c[ic] * xl) * inv_b[ic];
     }
     if (m > 1) d[(long long)(m - 1) * ncols + col] = xl;
+}
+""",
+    # cr_reduce and cr_reconstruct for coefficients that differ per column (the diagonal's shift),
+    # without reading (m, ncols) coefficient arrays: the set-up's forward recurrence (b_k, and the
+    # forward a_k) is recomputed with the set-up's arithmetic from the 1-D rows (float64), along the
+    # forward sweep, and per segment of SEGMENT rows from the values entering it (``entering``,
+    # (nseg, 2, ncols): b and a of row SEGMENT * j - 1) for the sweeps that run backwards; the
+    # backward recurrences of the final a_k and c_k run along the reconstruction. The values meet the
+    # data in the working precision R, as the set-up's cast arrays did.
+    "cr_reduce_shifted": _FORWARD_ROWS + r"""
+extern "C" __global__ void cr_reduce_shifted(T* d, const double* lower, const double* diag, const double* upper,
+        const double* shift, const double* entering, const int m, const long long ncols) {
+    const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (col >= ncols || m < 3) return;
+    const double s = shift[col];
+    double b = diag[1] + s, a = lower[1], inv = 1.0 / b;
+    T prev = d[ncols + col];
+    for (int k = 2; k < m; ++k) {
+        const long long i = k * ncols + col;
+        prev = d[i] - R(lower[k]) * prev * R(inv);
+        d[i] = prev;
+        if (k < m - 1) {
+            forward_row(k, lower, diag, upper, s, inv, b, a);
+            inv = 1.0 / b;
+        }
+    }
+    T next = d[(long long)(m - 2) * ncols + col];
+    for (int r0 = ((m - 2) / SEGMENT) * SEGMENT; r0 >= 0; r0 -= SEGMENT) {
+        double invs[SEGMENT], as[SEGMENT];
+        segment_rows(r0, m, lower, diag, upper, s, entering, ncols, col, invs, as);
+        #pragma unroll
+        for (int j = SEGMENT - 1; j >= 0; --j) {
+            const int r = r0 + j;  // the row whose 1/b eliminates row r - 1's upper coupling
+            if (r >= 1 && r <= m - 2) {
+                const long long i = (long long)(r - 1) * ncols + col;
+                next = d[i] - R(upper[r - 1]) * next * R(invs[j]);
+                d[i] = next;
+            }
+        }
+    }
+}
+""",
+    "cr_reconstruct_shifted": _FORWARD_ROWS + r"""
+extern "C" __global__ void cr_reconstruct_shifted(T* d, const T* first, const T* last, const double* lower,
+        const double* diag, const double* upper, const double* shift, const double* entering, const int m,
+        const long long ncols) {
+    const long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (col >= ncols) return;
+    const T x0 = first[col], xl = last[col];
+    d[col] = x0;
+    if (m > 1) d[(long long)(m - 1) * ncols + col] = xl;
+    const double s = shift[col];
+    double a_next = 0.0, c_next = 0.0, inv_next = 1.0;  // final a and c of row k + 1, and its 1/b
+    for (int r0 = ((m - 2) / SEGMENT) * SEGMENT; m >= 3 && r0 >= 0; r0 -= SEGMENT) {
+        double invs[SEGMENT], as[SEGMENT];
+        segment_rows(r0, m, lower, diag, upper, s, entering, ncols, col, invs, as);
+        #pragma unroll
+        for (int j = SEGMENT - 1; j >= 0; --j) {
+            const int k = r0 + j;
+            if (k >= 1 && k <= m - 2) {
+                const double a_k = k == m - 2 ? as[j]
+                    : __dsub_rn(as[j], __dmul_rn(__dmul_rn(upper[k], a_next), inv_next));
+                const double c_k = k == m - 2 ? upper[k] : __dmul_rn(__dmul_rn(-upper[k], c_next), inv_next);
+                const long long i = k * ncols + col;
+                d[i] = (d[i] - R(a_k) * x0 - R(c_k) * xl) * R(invs[j]);
+                a_next = a_k; c_next = c_k; inv_next = invs[j];
+            }
+        }
+    }
 }
 """,
 }

@@ -53,7 +53,7 @@ def solve_shifted(d, op: Tridiagonal, shift):
             kernels.launch("thomas_cyclic_shifted", x.dtype, ncols, x, cp, zz, lower, diag, upper,
                            shift, np.int32(m), np.int64(ncols))
         else:  # one coefficient per segment of rows and column (the kernel recomputes the rest)
-            cp = xp.empty((-(-m // kernels.THOMAS_SEGMENT), ncols), dtype=real)
+            cp = xp.empty((-(-m // kernels.SEGMENT), ncols), dtype=real)
             kernels.launch("thomas_shifted", x.dtype, ncols, x, cp, lower, diag, upper, shift,
                            np.int32(m), np.int64(ncols))
         return d

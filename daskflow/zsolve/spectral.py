@@ -97,9 +97,7 @@ def ptdma_setup(plan: SpectralPlan, key, xp, columns: slice = slice(None)) -> tr
     rows = plan.z_rows(q)
     op = _z_op(plan, xp, rows)
     shift = plan.column_shift(xp, columns, plan.decomposition.xs[p])
-    chunk = tridiagonal.precompute(op.lower, op.diag, op.upper, shift)
-    real = plan.real_dtype
-    return tridiagonal.ReducedChunk(*(v.astype(real, copy=False) for v in chunk))
+    return tridiagonal.precompute(op.lower, op.diag, op.upper, shift).in_precision(plan.real_dtype)
 
 
 def reduced_factor(plan: SpectralPlan, key, xp, columns: slice | None = None) -> tridiagonal.FactoredTridiagonal:
@@ -126,7 +124,7 @@ def ptdma_reduce(plan: SpectralPlan, key, block, chunk: tridiagonal.ReducedChunk
     ``(1 or 2, nys, nxs_p)`` (y-last: ``(1 or 2, nxs_p, nys)``), and the raw right-hand side of the
     singular column (or ``None``).
     """
-    m = chunk.a.shape[0]
+    m = chunk.rows
     d = block[:m]
     raw = d[:, 0, 0].copy() if _holds_singular_column(plan, key[0], None) else None
     rows = tridiagonal.reduce(d, chunk)
@@ -168,7 +166,7 @@ def ptdma_reconstruct(plan: SpectralPlan, key, reduced_out, chunk, pieces):
     xp = array_module(pieces[0][0])
     block = reduced_out[0]
     rows = xp.concatenate([r for r, _ in pieces], axis=plan.y_axis)
-    m = chunk.a.shape[0]
+    m = chunk.rows
     tridiagonal.reconstruct(block[:m], rows[0], rows[-1], chunk)
     for _, singular in pieces:
         if singular is not None:

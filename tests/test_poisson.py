@@ -219,11 +219,12 @@ def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):
 
 
 def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
-    """Through a direct executor a chunk's piece for its own participant is a deferred swap; the
-    pieces that travel are copies (a view would change under the sender)."""
+    """Through a direct executor a chunk's piece for its own participant is a deferred swap, placed
+    by the assembly with the bits of a cut; the pieces that travel are copies (a view would change
+    under the sender), and so are posted pieces, which are joined only after later posts."""
     from daskflow.bc import Boundaries
     from daskflow.pencils.executor import DirectExecutor
-    from daskflow.pencils.layout import SwappedPiece
+    from daskflow.pencils.layout import SwappedPiece, cut_swapped
     from daskflow.pencils.team import Team
     from daskflow.poisson import algorithms
     from daskflow.poisson.plan import SpectralPlan
@@ -231,7 +232,7 @@ def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
     plan = SpectralPlan(Grid((8, 6, 4), (1.0, 1.0, 1.0)), Boundaries.parse(("PP", "PP", "NN"), "ccc"), 0.0, 1.0,
                         "ftm", (2, 1), np.dtype(np.float64))
     dec = plan.decomposition
-    seen = {}
+    seen, posted = {}, {}
 
     def join(plan, key, pieces, *_):
         seen[key] = [type(p) for p in pieces]
@@ -245,7 +246,14 @@ def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
     def body(i):
         me = team.members[i]
         ex = DirectExecutor(plan, me, "run", owner, team.transports[me])
-        return ex.exchange(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil, [join])
+        out = ex.exchange(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil, [join])
+        handle = ex.post(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil)
+        posted.update({k: [type(p) for p in pieces] for k, pieces in ex.complete(handle).items()})
+        return out
 
-    team.run(body)
+    joined = {k: v for part in team.run(body) for k, v in part.items()}
     assert seen == {(0, 0): [SwappedPiece, np.ndarray], (1, 0): [np.ndarray, SwappedPiece]}
+    assert posted == {(0, 0): [np.ndarray, np.ndarray], (1, 0): [np.ndarray, np.ndarray]}  # joined later: copies
+    for (p, q), got in joined.items():
+        want = np.concatenate([cut_swapped(blocks[(s, q)], dec.xs[p]) for s in range(dec.py)], axis=2)
+        np.testing.assert_array_equal(got, want)

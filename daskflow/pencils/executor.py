@@ -8,10 +8,11 @@ operations on dicts of blocks keyed by chunk index. A *chain* is a list of stage
 * ``exchange(blocks, dests, sources, cut, join, extras=())``: destination ``d`` receives
   ``cut(plan, s, blocks[s], d)`` from every ``s`` in ``sources(d)`` and runs the chain ``join`` on
   the list of pieces (a transpose, a gather of boundary rows); with ``join=None`` the list itself is
-  the result, for a later ``map`` to consume (a scatter). A participant's pieces for itself come
-  from ``cut.local`` where the cut has one (:func:`piece_for_itself`). ``site`` (optional) names a call site whose
-  pieces have the same layouts (structure, shapes, dtypes; no host values) every time it runs: a
-  transport may then describe them only the first time (:class:`~daskflow.pencils.packed.PackedTransport`).
+  the result, for a later ``map`` to consume (a scatter). With a ``join``, a participant's pieces
+  for itself come from ``cut.local`` where the cut has one (:func:`piece_for_itself`). ``site``
+  (optional) names a call site whose pieces have the same layouts (structure, shapes, dtypes; no
+  host values) every time it runs: a transport may then describe them only the first time
+  (:class:`~daskflow.pencils.packed.PackedTransport`).
   ``collective`` says that within each group of ``sources`` every chunk sends to every other and
   ``join`` copies the pieces it gets (a transpose): a transport may then move the exchange as one
   all-to-all through buffers of its own.
@@ -72,7 +73,7 @@ class LocalExecutor:
                  cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None,
                  collective: bool = False) -> dict:
         out = {}
-        cut = piece_for_itself(cut)  # every piece stays in this process
+        cut = cut if join is None else piece_for_itself(cut)  # every piece stays in this process
         for d in dests:
             pieces = [cut(self.plan, s, blocks[s], d) for s in sources(d)]
             extra = (e[d] for e in extras)
@@ -86,9 +87,11 @@ class LocalExecutor:
 
 
 def piece_for_itself(cut: Callable) -> Callable:
-    """The cut of a participant's piece for itself: ``cut.local`` where the cut has one (a piece
-    that may be deferred for the join to write into place, e.g.
-    :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels), else ``cut``."""
+    """The cut of a participant's piece for itself in an exchange whose join consumes it at once:
+    ``cut.local`` where the cut has one (a piece that may be deferred for the join to write into
+    place, e.g. :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels, and it holds its
+    source until the join), else ``cut``. Posted pieces (a pipelined transpose's slabs, joined
+    after every slab has left) are cut whole, so that no slab's source outlives its post."""
     return getattr(cut, "local", cut)
 
 
@@ -134,7 +137,8 @@ class DirectExecutor:
     def exchange(self, blocks: Mapping, dests, sources: Callable, cut: Callable, join,
                  extras: Sequence[Mapping] = (), site: str | None = None, collective: bool = False) -> dict:
         dests = list(dests)
-        xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective)
+        xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective,
+                                   defer=join is not None)
         return self._joined(xid, received, dests, sources, join, extras)
 
     def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None,
@@ -158,14 +162,14 @@ class DirectExecutor:
         return self._joined(xid, moved, dests, sources, None, ())
 
     def _send(self, blocks: Mapping, dests: list, sources: Callable, cut: Callable, site: str | None,
-              post: bool, collective: bool = False) -> tuple:
+              post: bool, collective: bool = False, defer: bool = False) -> tuple:
         """Cut and tag this participant's pieces of one exchange and hand them to the transport:
         ``(exchange id, the received pieces by tag)``, or with ``post`` the transport's
         :class:`~daskflow.pencils.packed.Posted` instead of the pieces."""
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         outgoing, incoming = [], []
-        cut_itself = piece_for_itself(cut)
+        cut_itself = piece_for_itself(cut) if defer else cut
         with self.clock("exchange: cut pieces"):
             for d in dests:
                 receiver = self.owner(d)

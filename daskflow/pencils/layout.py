@@ -146,7 +146,7 @@ def swap_into(view, out=None):
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SwappedPiece:
     """A piece of :func:`cut_swapped` not copied yet: a participant's piece for itself, which
     :func:`assemble` writes straight into its place of the chunk it assembles (one copy instead of

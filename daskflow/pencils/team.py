@@ -7,7 +7,9 @@ through a :class:`TeamTransport` into a :class:`Board` shared by the team. Any `
 tested, in one process; an in-process simulation with several pencils runs this way.
 
 A piece is copied when it is posted, as a wire would: the receiver owns what it gets and the sender
-may overwrite its buffers as soon as the exchange returns. NumPy kernels release the GIL, so the
+may overwrite its buffers as soon as the exchange returns. A participant's deferred piece for
+itself (:class:`~daskflow.pencils.layout.SwappedPiece`) passes as it is: the same thread joins it
+within the same exchange, before its source can change. NumPy kernels release the GIL, so the
 threads overlap where the work is large; the team is for correctness and emulation, a cluster is
 for speed.
 """

@@ -199,6 +199,10 @@ def _recomputed(name: str, x, chunk: ReducedChunk, *data) -> None:
     if chunk.shift.size != ncols or chunk.rows != m:
         raise ValueError(f"coefficients of {chunk.rows} rows and {chunk.shift.size} columns cannot serve "
                          f"{m} rows and {ncols} columns")
+    inputs = (chunk.lower, chunk.diag, chunk.upper, chunk.shift, chunk.entering)
+    if any(v.dtype != np.float64 or not v.flags.c_contiguous for v in inputs):
+        raise ValueError("recomputed coefficients need their rows, shift and entering values as C-contiguous "
+                         "float64 arrays (ReducedChunk.in_precision keeps them so)")
     kernels.launch(name, x.dtype, ncols, *data, chunk.lower, chunk.diag, chunk.upper, chunk.shift, chunk.entering,
                    np.int32(m), np.int64(ncols))
 

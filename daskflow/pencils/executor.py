@@ -73,7 +73,7 @@ class LocalExecutor:
                  cut: Callable, join, extras: Sequence[Mapping] = (), site: str | None = None,
                  collective: bool = False) -> dict:
         out = {}
-        cut = cut if join is None else piece_for_itself(cut)  # every piece stays in this process
+        cut = piece_for_itself(cut, joined=join is not None)  # every piece stays in this process
         for d in dests:
             pieces = [cut(self.plan, s, blocks[s], d) for s in sources(d)]
             extra = (e[d] for e in extras)
@@ -86,13 +86,14 @@ class LocalExecutor:
         return 1
 
 
-def piece_for_itself(cut: Callable) -> Callable:
-    """The cut of a participant's piece for itself in an exchange whose join consumes it at once:
-    ``cut.local`` where the cut has one (a piece that may be deferred for the join to write into
-    place, e.g. :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels, and it holds its
-    source until the join), else ``cut``. Posted pieces (a pipelined transpose's slabs, joined
-    after every slab has left) are cut whole, so that no slab's source outlives its post."""
-    return getattr(cut, "local", cut)
+def piece_for_itself(cut: Callable, joined: bool) -> Callable:
+    """The cut of a participant's piece for itself: in an exchange whose join consumes it at once
+    (``joined``), ``cut.local`` where the cut has one (a piece that may be deferred for the join to
+    write into place, e.g. :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels, and it
+    holds its source until the join), else ``cut``. Pieces not joined at once (a scatter, or a
+    pipelined transpose's posted slabs, joined after every slab has left) are cut whole, so that no
+    source outlives its exchange."""
+    return getattr(cut, "local", cut) if joined else cut
 
 
 def freeze(key):
@@ -138,7 +139,7 @@ class DirectExecutor:
                  extras: Sequence[Mapping] = (), site: str | None = None, collective: bool = False) -> dict:
         dests = list(dests)
         xid, received = self._send(blocks, dests, sources, cut, site, post=False, collective=collective,
-                                   defer=join is not None)
+                                   joined=join is not None)
         return self._joined(xid, received, dests, sources, join, extras)
 
     def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None,
@@ -162,14 +163,14 @@ class DirectExecutor:
         return self._joined(xid, moved, dests, sources, None, ())
 
     def _send(self, blocks: Mapping, dests: list, sources: Callable, cut: Callable, site: str | None,
-              post: bool, collective: bool = False, defer: bool = False) -> tuple:
+              post: bool, collective: bool = False, joined: bool = False) -> tuple:
         """Cut and tag this participant's pieces of one exchange and hand them to the transport:
         ``(exchange id, the received pieces by tag)``, or with ``post`` the transport's
         :class:`~daskflow.pencils.packed.Posted` instead of the pieces."""
         self.exchanges += 1
         xid = (self.run_id, self.exchanges)
         outgoing, incoming = [], []
-        cut_itself = piece_for_itself(cut) if defer else cut
+        cut_itself = piece_for_itself(cut, joined)
         with self.clock("exchange: cut pieces"):
             for d in dests:
                 receiver = self.owner(d)

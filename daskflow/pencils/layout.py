@@ -160,10 +160,6 @@ class SwappedPiece:
         n0, n1, k = self.view.shape
         return (n0, k, n1)
 
-    @property
-    def dtype(self):
-        return self.view.dtype
-
 
 def cut_swapped_local(block, piece: slice) -> SwappedPiece:
     """:func:`cut_swapped` for the participant itself: the piece as a :class:`SwappedPiece`."""
@@ -177,11 +173,11 @@ def assemble(pieces, axis: int, out=None):
 
     if not any(isinstance(p, SwappedPiece) for p in pieces):
         return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)
-    arrays = [p.view if isinstance(p, SwappedPiece) else p for p in pieces]
-    shape = list(pieces[0].shape)
-    shape[axis] = sum(p.shape[axis] for p in pieces)
     if out is None:
-        out = array_module(arrays[0]).empty(tuple(shape), dtype=pieces[0].dtype)
+        shape = list(pieces[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in pieces)
+        first = pieces[0].view if isinstance(pieces[0], SwappedPiece) else pieces[0]
+        out = array_module(first).empty(tuple(shape), dtype=first.dtype)
     start = 0
     for piece in pieces:
         index = [slice(None)] * out.ndim

@@ -4,8 +4,9 @@ move and the time it takes, against the copy bandwidth measured in the same proc
     python benchmarks/roofline.py [--shape 512 256 144] [--steps 5] [--implicit z] [--device gpu]
 
 The operations are the stepper's own calls, wrapped for the timed steps: the halo paddings, the
-explicit terms, the RK updates, the implicit right-hand sides (second differences), the implicit
-and pressure solves, the divergence, the CFL rate and the flow-rate sum. An operation *must move*
+explicit terms, the RK updates (with the implicit right-hand sides' second differences), the
+implicit and pressure solves, the divergence, the pressure update, the CFL rate and the flow-rate
+sum. An operation *must move*
 each array it reads once and each array it writes once (an in-place operand counts as read and
 written); what a solver moves beyond that (a spectrum's passes, its work arrays) is its own cost
 above the roofline. On the GPU each operation is timed by CUDA events from the queueing of its
@@ -32,7 +33,7 @@ import numpy as np
 #: one of them are part of it)
 DOMAIN_OPERATIONS = ("pad_velocity", "pad_and_reduce", "pad", "solve_pressure", "implicit_z", "implicit_xyz")
 STEPPER_OPERATIONS = ("explicit_terms", "local_rate")
-OPERATOR_FUNCTIONS = ("update", "laplacian", "divergence")
+OPERATOR_FUNCTIONS = ("update", "laplacian", "divergence", "pressure_update")
 
 
 def array_bytes(obj, seen: set | None = None) -> int:

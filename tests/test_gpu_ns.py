@@ -142,6 +142,37 @@ def test_the_update_and_laplacian_kernels_equal_the_array_code_bit_for_bit(cupy,
             np.testing.assert_array_equal(added.get(), want_added.get(), err_msg=f"{component} {axes} +=")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_second_differences_equal_the_array_codes_separate_passes(cupy, rng, dtype):
+    """The predictor's update with the second differences of the padded component in the same pass,
+    and the pressure update ``p + (phi - second differences of the padded phi)`` in one launch: the
+    bits of the array code's separate operations, strided operands included."""
+    from daskflow.grid import Grid
+    from daskflow.ns import operators as ops
+
+    grid = Grid((6, 5, 7), (2.0, 1.0, 2.0), z_stretch=1.7)
+    m = ops.Metrics.of(grid, False)
+    P = cupy.asarray(rng.standard_normal((8, 7, 9)).astype(dtype))
+    A = cupy.asfortranarray(cupy.asarray(rng.standard_normal((8, 7, 9)).astype(dtype)))
+    a1 = cupy.asarray(rng.standard_normal((6, 5, 7)).astype(dtype))
+    a2 = cupy.asfortranarray(cupy.asarray(rng.standard_normal((6, 5, 7)).astype(dtype)))
+    for axis in range(3):
+        for axes in ((2,), (0, 1, 2), ()):
+            for terms in (((0.31, a1),), ((0.31, a1), (-0.12, a2))):
+                got = ops.update(None, P, m, axis, 0.7, 0.2 * (axis == 0), terms, diffusion=(A, axes, 0.013))
+                with _array_code():
+                    want = ops.update(None, P, m, axis, 0.7, 0.2 * (axis == 0), terms)
+                    want = ops.laplacian(A, m, axis, axes, 0.013, out=want) if axes else want
+                np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{axis} {axes} {len(terms)}")
+    p, phi = a2, cupy.asarray(rng.standard_normal((6, 5, 7)).astype(dtype))
+    Phi = A
+    for axes in ((2,), (0, 1, 2), ()):
+        got = ops.pressure_update(p, phi, Phi, m, axes, 0.021)
+        with _array_code():
+            want = p + (phi - ops.laplacian(Phi, m, 3, axes, 0.021)) if axes else p + phi
+        np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{axes}")
+
+
 HALO_FIELDS = [  # (pairs, values, component): a stack's fields with different wall rules on y and z
     (("PP", "DD", "DN"), ((0.0, 0.0), (0.3, -0.2), (0.5, 0.0)), 0),
     (("PP", "DD", "DD"), ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0)), 1),
@@ -285,6 +316,14 @@ def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_
         assert shared.solve_locally({}, got, op, ("z", m)) is got
         np.testing.assert_array_equal(got.get(), want.get(), err_msg=str(m))
         assert not tridiagonal.solve_rows_in_place(factored.to(cupy), cupy.asfortranarray(field))
+        # u* = u + solution in the solve's last pass: the bits of the separate sum, unsolved planes too
+        old = cupy.asarray(rng.standard_normal(field.shape).astype(dtype))
+        summed = field.copy()
+        assert shared.solve_locally({}, summed, op, ("z", m), old) is summed
+        np.testing.assert_array_equal(summed.get(), (old + want).get(), err_msg=f"{m} with addend")
+        fallback = field.copy()  # an addend laid out otherwise: the solve, then the sum
+        shared.solve_locally({}, fallback, op, ("z", m), cupy.asfortranarray(old))
+        np.testing.assert_array_equal(fallback.get(), (old + want).get(), err_msg=f"{m} Fortran addend")
 
 
 @pytest.mark.parametrize("implicit", ["none", "z", "xyz"])

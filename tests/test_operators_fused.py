@@ -51,6 +51,21 @@ def test_divergence_and_update(setup, blocking, cpu_path):
             increment = ops.update(None, P, m, axis, 0.2, body, ((0.3, r),), threads=blocking)
             np.testing.assert_allclose(increment, 0.3 * r + 0.2 * (body - ops.gradient(P, m, axis)), rtol=0,
                                        atol=1e-13)
+            diffused = ops.update(None, P, m, axis, 0.2, body, ((0.3, r),), threads=blocking,
+                                  diffusion=(padded[1], (0, 2), 0.05))
+            np.testing.assert_allclose(diffused, increment + 0.05 * ops.laplacian(padded[1], m, axis, (0, 2)),
+                                       rtol=0, atol=1e-13 * np.abs(diffused).max())
+
+
+def test_pressure_update_adds_phi_less_its_second_differences(setup, cpu_path):
+    rng, m, padded = setup
+    p, phi = (np.asfortranarray(rng.standard_normal((12, 10, 9))) for _ in range(2))
+    Phi = padded[2]
+    for axes in ((2,), (0, 1, 2)):
+        expected = p + phi - 0.3 * ops.laplacian(Phi, m, 3, axes)
+        got = ops.pressure_update(p, phi, Phi, m, axes, 0.3)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+    np.testing.assert_array_equal(ops.pressure_update(p, phi, Phi, m, (), 0.3), p + phi)
 
 
 def _ghost_plane(a, axis: int, side: int, letter: str, value: float, face: bool):

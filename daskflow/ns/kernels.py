@@ -1,11 +1,13 @@
 """Fused CUDA kernels of the time step: the explicit momentum terms, the padding of a field and a
-pencil's halo ring, the RK update, second differences, the divergence and the CFL rate.
+pencil's halo ring, and the CFL rate (the RK update, second differences, divergence and pressure
+update are in :mod:`daskflow.ns.field_kernels`).
 
 :func:`explicit_terms` (advection + explicit diffusion): one thread per interior point computes all
 three components from the padded velocity, reading each neighbour once from global memory; the
 array-expression version in :mod:`daskflow.ns.operators` makes ~60 temporaries per substep. Same
-formulas (and test-checked against them): divergence-form advection with midpoint averages, second
-differences on the stretched z grid. The skew-symmetric form (``physics.advection:
+formulas (and test-checked against them, to round-off: it multiplies by inverse spacings where the
+array code divides): divergence-form advection with midpoint averages, second differences on the
+stretched z grid. The skew-symmetric form (``physics.advection:
 skew_symmetric``) has no fused kernel: on CuPy it runs the array code of
 :func:`daskflow.ns.advection.explicit_terms`.
 
@@ -13,8 +15,8 @@ skew_symmetric``) has no fused kernel: on CuPy it runs the array code of
 edges, corners) at once, by :func:`daskflow.ns.operators.ghost_rule` applied axis after axis (x, y,
 z) as the array code fills them: the same values, bit for bit, in one launch where the array code
 makes a copy and six to twelve plane operations. :func:`fill_ring` does the same for the y and z
-ghosts of a pencil's padded stack from its neighbours' pieces; the others repeat their array code's
-operations in its order, compiled without fused multiply-adds, and give its bits.
+ghosts of a pencil's padded stack from its neighbours' pieces; the rate repeats its array code's
+operations in its order, compiled without fused multiply-adds, and gives its bits.
 """
 
 from __future__ import annotations
@@ -49,54 +51,59 @@ def _kernel(source: str, name: str, dtype, options: tuple = ()):
 
 _SOURCE = r"""
 typedef {T} T;
-extern "C" __global__ void explicit_terms(const T* U, const T* V, const T* W, const T* dzf, const T* dzc,
-        T* au, T* av, T* aw, const int nx, const int ny, const int nz, const T dx, const T dy, const T nu,
-        const int diff_x, const int diff_y, const int diff_z) {{
-    // x rows on blockIdx.y, the (y, z) plane on the threads: 32-bit index arithmetic per thread
+extern "C" __global__ void explicit_terms(const T* __restrict__ U, const T* __restrict__ V, const T* __restrict__ W,
+        const T* __restrict__ rzf, const T* __restrict__ rzc, T* __restrict__ au, T* __restrict__ av,
+        T* __restrict__ aw, const int nx, const int ny, const int nz, const T rdx, const T rdy, const T nu,
+        const T cx, const T cy, const int diff_x, const int diff_y, const int diff_z) {{
+    // x rows on blockIdx.y, the (y, z) plane on the threads: 32-bit index arithmetic per thread.
+    // Every spacing comes as its inverse (rdx, rdy, rzf = 1/dzf, rzc = 1/dzc; cx = nu/dx^2,
+    // cy = nu/dy^2): a float64 division is a dozen instructions, and with some twenty of them per
+    // point the kernel was bound by arithmetic (as fast on an H100 as on an H200).
     const unsigned int plane = ny * nz, q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= plane) return;
     const int j = q / nz, k = q - j * nz;
+    const long long sj = nz + 2, si = (long long)(ny + 2) * (nz + 2);
+    const T h = T(0.5), f = T(0.25);
+    const T rzf_k = rzf[k + 1], rzf_up = rzf[k + 2], rzc_k = rzc[k + 1], rzc_dn = rzc[k];
     for (int i = blockIdx.y; i < nx; i += gridDim.y) {{
         const long long t = (long long)i * plane + q;
-        const long long sj = nz + 2, si = (long long)(ny + 2) * (nz + 2);
         const long long c = (i + 1) * si + (j + 1) * sj + (k + 1);
-        const T h = T(0.5);
-        const T dzf_k = dzf[k + 1], dzf_up = dzf[k + 2], dzc_k = dzc[k + 1], dzc_dn = dzc[k];
+        const T u = U[c], v = V[c], w = W[c];
         // ---- u at (i+1/2, j, k)
-        T uE = h * (U[c] + U[c + si]), uW = h * (U[c - si] + U[c]);
-        T uN = h * (U[c] + U[c + sj]) * h * (V[c] + V[c + si]);
-        T uS = h * (U[c - sj] + U[c]) * h * (V[c - sj] + V[c + si - sj]);
-        T uT = h * (U[c] + U[c + 1]) * h * (W[c] + W[c + si]);
-        T uB = h * (U[c - 1] + U[c]) * h * (W[c - 1] + W[c + si - 1]);
-        T ru = -((uE * uE - uW * uW) / dx + (uN - uS) / dy + (uT - uB) / dzf_k);
+        const T uE = h * (u + U[c + si]), uW = h * (U[c - si] + u);
+        const T uN = f * (u + U[c + sj]) * (v + V[c + si]);
+        const T uS = f * (U[c - sj] + u) * (V[c - sj] + V[c + si - sj]);
+        const T uT = f * (u + U[c + 1]) * (w + W[c + si]);
+        const T uB = f * (U[c - 1] + u) * (W[c - 1] + W[c + si - 1]);
+        T ru = -((uE * uE - uW * uW) * rdx + (uN - uS) * rdy + (uT - uB) * rzf_k);
         // ---- v at (i, j+1/2, k)
-        T vE = h * (V[c] + V[c + si]) * h * (U[c] + U[c + sj]);
-        T vW = h * (V[c - si] + V[c]) * h * (U[c - si] + U[c - si + sj]);
-        T vN = h * (V[c] + V[c + sj]), vS = h * (V[c - sj] + V[c]);
-        T vT = h * (V[c] + V[c + 1]) * h * (W[c] + W[c + sj]);
-        T vB = h * (V[c - 1] + V[c]) * h * (W[c - 1] + W[c + sj - 1]);
-        T rv = -((vE - vW) / dx + (vN * vN - vS * vS) / dy + (vT - vB) / dzf_k);
+        const T vE = f * (v + V[c + si]) * (u + U[c + sj]);
+        const T vW = f * (V[c - si] + v) * (U[c - si] + U[c - si + sj]);
+        const T vN = h * (v + V[c + sj]), vS = h * (V[c - sj] + v);
+        const T vT = f * (v + V[c + 1]) * (w + W[c + sj]);
+        const T vB = f * (V[c - 1] + v) * (W[c - 1] + W[c + sj - 1]);
+        T rv = -((vE - vW) * rdx + (vN * vN - vS * vS) * rdy + (vT - vB) * rzf_k);
         // ---- w at (i, j, k+1/2)
-        T wE = h * (W[c] + W[c + si]) * h * (U[c] + U[c + 1]);
-        T wW = h * (W[c - si] + W[c]) * h * (U[c - si] + U[c - si + 1]);
-        T wN = h * (W[c] + W[c + sj]) * h * (V[c] + V[c + 1]);
-        T wS = h * (W[c - sj] + W[c]) * h * (V[c - sj] + V[c - sj + 1]);
-        T wT = h * (W[c] + W[c + 1]), wB = h * (W[c - 1] + W[c]);
-        T rw = -((wE - wW) / dx + (wN - wS) / dy + (wT * wT - wB * wB) / dzc_k);
+        const T wE = f * (w + W[c + si]) * (u + U[c + 1]);
+        const T wW = f * (W[c - si] + w) * (U[c - si] + U[c - si + 1]);
+        const T wN = f * (w + W[c + sj]) * (v + V[c + 1]);
+        const T wS = f * (W[c - sj] + w) * (V[c - sj] + V[c - sj + 1]);
+        const T wT = h * (w + W[c + 1]), wB = h * (W[c - 1] + w);
+        T rw = -((wE - wW) * rdx + (wN - wS) * rdy + (wT * wT - wB * wB) * rzc_k);
         if (diff_x) {{
-            ru += nu * (U[c + si] - T(2) * U[c] + U[c - si]) / (dx * dx);
-            rv += nu * (V[c + si] - T(2) * V[c] + V[c - si]) / (dx * dx);
-            rw += nu * (W[c + si] - T(2) * W[c] + W[c - si]) / (dx * dx);
+            ru += cx * (U[c + si] - T(2) * u + U[c - si]);
+            rv += cx * (V[c + si] - T(2) * v + V[c - si]);
+            rw += cx * (W[c + si] - T(2) * w + W[c - si]);
         }}
         if (diff_y) {{
-            ru += nu * (U[c + sj] - T(2) * U[c] + U[c - sj]) / (dy * dy);
-            rv += nu * (V[c + sj] - T(2) * V[c] + V[c - sj]) / (dy * dy);
-            rw += nu * (W[c + sj] - T(2) * W[c] + W[c - sj]) / (dy * dy);
+            ru += cy * (U[c + sj] - T(2) * u + U[c - sj]);
+            rv += cy * (V[c + sj] - T(2) * v + V[c - sj]);
+            rw += cy * (W[c + sj] - T(2) * w + W[c - sj]);
         }}
         if (diff_z) {{
-            ru += nu * ((U[c + 1] - U[c]) / dzc_k - (U[c] - U[c - 1]) / dzc_dn) / dzf_k;
-            rv += nu * ((V[c + 1] - V[c]) / dzc_k - (V[c] - V[c - 1]) / dzc_dn) / dzf_k;
-            rw += nu * ((W[c + 1] - W[c]) / dzf_up - (W[c] - W[c - 1]) / dzf_k) / dzc_k;
+            ru += nu * ((U[c + 1] - u) * rzc_k - (u - U[c - 1]) * rzc_dn) * rzf_k;
+            rv += nu * ((V[c + 1] - v) * rzc_k - (v - V[c - 1]) * rzc_dn) * rzf_k;
+            rw += nu * ((W[c + 1] - w) * rzf_up - (w - W[c - 1]) * rzf_k) * rzc_k;
         }}
         au[t] = ru; av[t] = rv; aw[t] = rw;
     }}
@@ -112,14 +119,16 @@ def explicit_terms(U, V, W, metrics, nu: float, axes) -> list:
     U, V, W = (cupy.ascontiguousarray(a) for a in (U, V, W))
     dtype = U.dtype
     nx, ny, nz = (s - 2 for s in U.shape)
-    dzf = device_constant(cupy, metrics.dzf, dtype)
-    dzc = device_constant(cupy, metrics.dzc, dtype)
+    rzf = device_constant(cupy, 1.0 / np.asarray(metrics.dzf, dtype=np.float64), dtype)
+    rzc = device_constant(cupy, 1.0 / np.asarray(metrics.dzc, dtype=np.float64), dtype)
     out = [cupy.empty((nx, ny, nz), dtype=dtype) for _ in range(3)]
     kernel = _kernel(_SOURCE, "explicit_terms", dtype)
     scalar = np.dtype(dtype).type
+    dx, dy = float(metrics.dx), float(metrics.dy)
     _launch(kernel, ny * nz, nx,
-            (U, V, W, dzf, dzc, *out, np.int32(nx), np.int32(ny), np.int32(nz), scalar(metrics.dx),
-             scalar(metrics.dy), scalar(nu), np.int32(0 in axes), np.int32(1 in axes), np.int32(2 in axes)))
+            (U, V, W, rzf, rzc, *out, np.int32(nx), np.int32(ny), np.int32(nz), scalar(1.0 / dx), scalar(1.0 / dy),
+             scalar(nu), scalar(nu / dx ** 2), scalar(nu / dy ** 2), np.int32(0 in axes), np.int32(1 in axes),
+             np.int32(2 in axes)))
     return out
 
 
@@ -189,159 +198,12 @@ def pad(a, rules: list[int], walls: list[float], out=None):
     return out
 
 
-_UPDATE_SOURCE = r"""
-typedef {T} T;
-extern "C" __global__ void update_field(const T* P, const T* f, const T* a1, const T* a2, T* out, const double* dz,
-        const long long p0, const long long p1, const long long p2, const long long f0, const long long f1,
-        const long long f2, const long long b0, const long long b1, const long long b2, const long long c0,
-        const long long c1, const long long c2, const long long o0, const long long o1, const long long o2,
-        const int nx, const int ny, const int nz, const int axis, const int has_f, const int has_body,
-        const int terms, const T xy, const T body, const T scale, const double scale64, const T w1, const T w2) {{
-    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (unsigned int)(ny * nz)) return;
-    const int j = t / nz, k = t - j * nz;
-    for (int i = blockIdx.y; i < nx; i += gridDim.y) {{
-        const long long pc = (i + 1) * p0 + (j + 1) * p1 + (k + 1) * p2;
-        const T center = P[pc], upper = P[pc + (axis == 0 ? p0 : axis == 1 ? p1 : p2)];
-        // the spacing (with a body force) or scale / spacing, the z ones divided in double and rounded
-        // to T as the array code does with the float64 widths
-        const T step = axis < 2 ? xy : (has_body ? (T)dz[k] : (T)(scale64 / dz[k]));
-        T g;
-        if (has_body) {{
-            g = upper - center;
-            g = g / step;
-            g = body - g;
-            g = g * scale;
-        }} else {{
-            g = center - upper;
-            g = g * step;
-        }}
-        T acc = g;
-        if (terms > 0) {{
-            acc = a1[i * b0 + j * b1 + k * b2] * w1;
-            acc = acc + g;
-            if (terms > 1) {{
-                const T second = a2[i * c0 + j * c1 + k * c2] * w2;
-                acc = acc + second;
-            }}
-        }}
-        out[i * o0 + j * o1 + k * o2] = has_f ? f[i * f0 + j * f1 + k * f2] + acc : acc;
-    }}
-}}
-"""
-
-_DIVERGENCE_SOURCE = r"""
-typedef {T} T;
-extern "C" __global__ void divergence_field(const T* U, const T* V, const T* W, T* out, const T* rz,
-        const long long u0, const long long u1, const long long u2, const long long v0, const long long v1,
-        const long long v2, const long long w0, const long long w1, const long long w2, const int nx,
-        const int ny, const int nz, const T rx, const T ry) {{
-    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (unsigned int)(ny * nz)) return;
-    const int j = t / nz, k = t - j * nz;
-    for (int i = blockIdx.y; i < nx; i += gridDim.y) {{
-        const long long cu = (i + 1) * u0 + (j + 1) * u1 + (k + 1) * u2;
-        const long long cv = (i + 1) * v0 + (j + 1) * v1 + (k + 1) * v2;
-        const long long cw = (i + 1) * w0 + (j + 1) * w1 + (k + 1) * w2;
-        T o = U[cu] - U[cu - u0];
-        o = o * rx;
-        T d = V[cv] - V[cv - v1];
-        d = d * ry;
-        o = o + d;
-        d = W[cw] - W[cw - w2];
-        d = d * rz[k];
-        out[((long long)i * ny + j) * nz + k] = o + d;
-    }}
-}}
-"""
-
-_LAPLACIAN_SOURCE = r"""
-typedef {T} T;
-extern "C" __global__ void laplacian_field(const T* A, T* out, const double* zup, const double* zdown,
-        const long long a0, const long long a1, const long long a2, const long long o0, const long long o1,
-        const long long o2, const int nx, const int ny, const int nz, const int count, const int ax0,
-        const int ax1, const int ax2, const int has_out, const T xup, const T yup, const double scale) {{
-    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (unsigned int)(ny * nz)) return;
-    const int j = t / nz, k = t - j * nz;
-    for (int i = blockIdx.y; i < nx; i += gridDim.y) {{
-        const long long c = (i + 1) * a0 + (j + 1) * a1 + (k + 1) * a2;
-        const long long o = i * o0 + j * o1 + k * o2;
-        const T centre = A[c];
-        T acc = has_out ? out[o] : T(0);
-        for (int n = 0; n < count; ++n) {{
-            const int ax = n == 0 ? ax0 : (n == 1 ? ax1 : ax2);
-            const long long s = ax == 0 ? a0 : ax == 1 ? a1 : a2;
-            const T up = ax == 0 ? xup : ax == 1 ? yup : (T)(scale / zup[k]);
-            const T down = ax == 0 ? xup : ax == 1 ? yup : (T)(scale / zdown[k]);
-            T term = A[c + s] - centre;
-            term = term * up;
-            acc = (n == 0 && !has_out) ? term : acc + term;
-            term = centre - A[c - s];
-            term = term * down;
-            acc = acc - term;
-        }}
-        out[o] = acc;
-    }}
-}}
-"""
-
-
-def _launch(kernel, plane: int, rows: int, args: tuple) -> None:
+def _launch(kernel, plane: int, rows: int, args: tuple, rows_per_thread: int = 1) -> None:
     """``kernel`` over ``rows`` x-rows of ``plane`` (y, z) points each: the threads of a block along
-    the plane, the x rows on the grid's second dimension (strided past its limit of 65535)."""
+    the plane, the x rows on the grid's second dimension (strided past its limit of 65535), each
+    thread taking ``rows_per_thread`` of them (what it computes per (y, z) point is then shared)."""
     threads = 256
-    kernel(((plane + threads - 1) // threads, min(rows, 65535)), (threads,), args)
-
-
-def update(f, P, axis: int, scale: float, body: float, terms, out, xy: float, dz):
-    """:func:`daskflow.ns.operators.update` on CuPy arrays in one launch: ``xy`` is the x/y spacing
-    (with a ``body`` force) or ``scale`` over it, ``dz`` the z spacing of every interior plane (a
-    float64 CuPy vector); ``f`` and the ``terms`` (at most two) any strides."""
-
-    dtype = P.dtype
-    scalar = np.dtype(dtype).type
-    nx, ny, nz = out.shape
-    (w1, a1), (w2, a2) = (*terms, *[(0.0, out)] * (2 - len(terms)))
-    kernel = _kernel(_UPDATE_SOURCE, "update_field", dtype, _FIELD_OPTIONS)
-    _launch(kernel, ny * nz, nx, (P, out if f is None else f, a1, a2, out, dz, *_strides(P),
-                               *_strides(out if f is None else f), *_strides(a1), *_strides(a2), *_strides(out),
-                               np.int32(nx), np.int32(ny), np.int32(nz), np.int32(axis), np.int32(f is not None),
-                               np.int32(bool(body)), np.int32(len(terms)), scalar(xy), scalar(body), scalar(scale),
-                               np.float64(scale), scalar(w1), scalar(w2)))
-    return out
-
-
-def laplacian(A, axes, out, has_out: bool, scale: float, xy_factors: tuple[float, float], z_spans) -> None:
-    """:func:`daskflow.ns.operators.laplacian` on CuPy arrays in one launch, into ``out`` (added to
-    it when ``has_out``): ``xy_factors`` the x and y ``scale / h**2``, ``z_spans`` the upper and
-    lower products of widths the z factors divide ``scale`` by, per interior plane (float64 CuPy
-    vectors; any two where z is not among ``axes``)."""
-
-    dtype = A.dtype
-    scalar = np.dtype(dtype).type
-    nx, ny, nz = out.shape
-    order = (*axes, 0, 0, 0)[:3]
-    kernel = _kernel(_LAPLACIAN_SOURCE, "laplacian_field", dtype, _FIELD_OPTIONS)
-    _launch(kernel, ny * nz, nx, (A, out, *z_spans, *_strides(A), *_strides(out), np.int32(nx), np.int32(ny),
-                               np.int32(nz), np.int32(len(axes)), *(np.int32(a) for a in order),
-                               np.int32(has_out), scalar(xy_factors[0]), scalar(xy_factors[1]), np.float64(scale)))
-
-
-def divergence(U, V, W, rx: float, ry: float, rz):
-    """:func:`daskflow.ns.operators.divergence` of padded CuPy face velocities (any strides) in one
-    launch, into a new C-ordered ``(nx, ny, nz)`` array: ``rx``, ``ry`` the inverse x and y spacings
-    (times the scale), ``rz`` the inverse z widths per interior plane (a CuPy vector of the dtype)."""
-    import cupy
-
-    dtype = U.dtype
-    scalar = np.dtype(dtype).type
-    nx, ny, nz = (n - 2 for n in U.shape)
-    out = cupy.empty((nx, ny, nz), dtype=dtype)
-    kernel = _kernel(_DIVERGENCE_SOURCE, "divergence_field", dtype, _FIELD_OPTIONS)
-    _launch(kernel, ny * nz, nx, (U, V, W, out, rz, *_strides(U), *_strides(V), *_strides(W), np.int32(nx),
-                               np.int32(ny), np.int32(nz), scalar(rx), scalar(ry)))
-    return out
+    kernel(((plane + threads - 1) // threads, min(-(-rows // rows_per_thread), 65535)), (threads,), args)
 
 
 _RATE_SOURCE = r"""

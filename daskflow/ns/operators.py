@@ -30,7 +30,8 @@ from daskflow.ns import cpu_kernels
 from daskflow.ns.boundaries import ComponentBC
 
 C, HI, LO = slice(1, -1), slice(2, None), slice(None, -2)
-#: CuPy fields are padded, updated and differenced by one kernel each (:mod:`daskflow.ns.kernels`);
+#: CuPy fields are padded, updated and differenced by one kernel each (:mod:`daskflow.ns.kernels`,
+#: :mod:`daskflow.ns.field_kernels`);
 #: False runs the array code instead (the reference the kernels are tested against, bit for bit)
 FUSED_GPU = True
 
@@ -270,11 +271,11 @@ def divergence(U, V, W, m: Metrics, scale: float = 1.0, threads: int | None = No
     xp = array_module(U)
     shape = tuple(n - 2 for n in U.shape)
     rx, ry = 1.0 / (m.dx * scale), 1.0 / (m.dy * scale)
-    if xp is not np and FUSED_GPU:  # one kernel (daskflow.ns.kernels), the same bits
-        from daskflow.ns import kernels
+    if xp is not np and FUSED_GPU:  # one kernel (daskflow.ns.field_kernels), the same bits
+        from daskflow.ns import field_kernels
 
         rz = (1.0 / (m.dzf[1:-1] * scale)).astype(U.dtype)
-        return kernels.divergence(U, V, W, rx, ry, device_constant(xp, rz, U.dtype))
+        return field_kernels.divergence(U, V, W, rx, ry, device_constant(xp, rz, U.dtype))
     out = new_field(xp, shape, U.dtype)
     if _compiled(xp):
         rz = np.asarray(1.0 / (m.dzf[1:-1] * scale), dtype=U.dtype)
@@ -310,14 +311,34 @@ def gradient(P, m: Metrics, axis: int):
 
 
 def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(), out=None,
-           threads: int | None = None):
+           threads: int | None = None, diffusion: tuple | None = None):
     """``f + sum(c * a for c, a in terms) + scale * (body - gradient(P, m, axis))`` in one
     cache-blocked pass (the gradient term added after the first of ``terms``, ``f`` last; ``f``
-    None: left out); into ``out`` (may be ``f``) or a new array in :func:`memory_order`."""
+    None: left out); into ``out`` (may be ``f``) or a new array in :func:`memory_order`.
+    ``diffusion = (A, axes, nu_scale)`` then adds :func:`laplacian` ``(A, m, axis, axes, nu_scale)``
+    (in the same pass on the GPU)."""
     xp = array_module(P)
     shape = tuple(n - 2 for n in P.shape)
     if out is None:
         out = new_field(xp, shape, P.dtype)
+    spacing = m.dx if axis == 0 else m.dy
+    if xp is not np and FUSED_GPU and len(terms) <= 2:  # one kernel (daskflow.ns.field_kernels), the same bits
+        from daskflow.ns import field_kernels
+
+        dz = device_constant(xp, m.dzc[1:shape[2] + 1])
+        second = None if diffusion is None else _second_differences(diffusion[0], m, axis, *diffusion[1:])
+        return field_kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz,
+                                    second)
+    _update_array(f, P, m, axis, scale, body, terms, out, threads)
+    if diffusion is not None:
+        laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out)
+    return out
+
+
+def _update_array(f, P, m: Metrics, axis: int, scale: float, body: float, terms, out, threads: int | None):
+    """:func:`update` (without diffusion) by the compiled CPU loops or the array code."""
+    xp = array_module(P)
+    shape = out.shape
     hi = _shift(axis)[:2]
     spacing = m.dx if axis == 0 else m.dy
     if _compiled(xp) and len(terms) <= 2:
@@ -325,12 +346,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
         (c1, a1), (c2, a2) = (*terms, *[(0.0, out)] * (2 - len(terms)))
         args = (out if f is None else f, f is not None, P, axis, scale, body, inv_h, c1, a1, c2, a2, len(terms), out)
         for_slabs(xp, shape, lambda k0, k1: cpu_kernels.update_slab(*args, k0, k1), threads, compiled=True)
-        return out
-    if xp is not np and FUSED_GPU and len(terms) <= 2:  # one kernel (daskflow.ns.kernels), the same bits
-        from daskflow.ns import kernels
-
-        dz = device_constant(xp, m.dzc[1:shape[2] + 1])
-        return kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz)
+        return
 
     def slab(k0, k1):
         zc = slice(k0, k1)
@@ -361,7 +377,6 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
             o[...] = acc
 
     for_slabs(xp, shape, slab, threads)
-    return out
 
 
 def _shift(axis: int) -> tuple:
@@ -374,8 +389,14 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
     substep's memory peak, next to the padded fields and the explicit terms, so it works on one
     temporary (two without ``out``); 0 when ``axes`` is empty and there is no ``out``."""
     xp = array_module(A)
-    if xp is not np and FUSED_GPU and axes:  # one kernel (daskflow.ns.kernels), the same bits
-        return _laplacian_kernel(A, m, component, tuple(axes), scale, out)
+    if xp is not np and FUSED_GPU and axes:  # one kernel (daskflow.ns.field_kernels), the same bits
+        from daskflow.ns import field_kernels
+
+        given = out is not None
+        if not given:
+            out = new_field(xp, tuple(n - 2 for n in A.shape), A.dtype)
+        field_kernels.laplacian(out, given, _second_differences(A, m, component, tuple(axes), scale))
+        return out
     for axis in axes:
         up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
         if axis < 2:
@@ -406,17 +427,26 @@ def _z_spans(m: Metrics, component: int) -> tuple:
     return up * width, down * width
 
 
-def _laplacian_kernel(A, m: Metrics, component: int, axes: tuple, scale: float, out):
-    """:func:`laplacian` of a CuPy field in one launch."""
-    from daskflow.ns import kernels
+def _second_differences(A, m: Metrics, component: int, axes: tuple, scale: float):
+    """The GPU kernels' description of :func:`laplacian` ``(A, m, component, axes, scale)``."""
+    from daskflow.ns.field_kernels import SecondDifferences
 
     xp = array_module(A)
-    given = out is not None
-    if not given:
-        out = new_field(xp, tuple(n - 2 for n in A.shape), A.dtype)
     spans = tuple(device_constant(xp, s) for s in _z_spans(m, component))
-    kernels.laplacian(A, axes, out, given, scale, (scale / m.dx ** 2, scale / m.dy ** 2), spans)
-    return out
+    return SecondDifferences(A, tuple(axes), scale, (scale / m.dx ** 2, scale / m.dy ** 2), spans)
+
+
+def pressure_update(p, phi, Phi, m: Metrics, axes, scale: float):
+    """The new pressure ``p + (phi - laplacian(Phi, m, 3, axes, scale))`` (``Phi`` the padded
+    ``phi``; no laplacian where ``axes`` is empty): a new array, one kernel on the GPU."""
+    xp = array_module(phi)
+    if xp is not np and FUSED_GPU and axes:
+        from daskflow.ns import field_kernels
+
+        return field_kernels.pressure_update(p, phi, _second_differences(Phi, m, 3, tuple(axes), scale))
+    if axes:
+        phi = phi - laplacian(Phi, m, 3, axes, scale)
+    return p + phi
 
 
 SLAB_POINTS = 1 << 15  # about the points of one z-slab of the blocked NumPy path (fits the L2 cache)

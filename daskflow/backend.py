@@ -68,11 +68,6 @@ def upload_together(xp: ModuleType, arrays: list) -> list:
     return [flat[end - h.size:end].reshape(h.shape) for h, end in zip(host, ends, strict=True)]
 
 
-def added(addend, field):
-    """``addend + field`` into ``field``'s memory (``field`` itself where ``addend`` is None)."""
-    return field if addend is None else array_module(field).add(addend, field, out=field)
-
-
 def device_constant(xp: ModuleType, values: Any, dtype: Any = np.float64):
     """The small host array ``values`` (grid spacings, metric factors; read-only) as an ``xp`` array
     of ``dtype``: NumPy as it is; on the GPU uploaded once per content and device and kept. A GPU

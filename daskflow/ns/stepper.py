@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from daskflow.backend import added, array_module, device_constant, is_cupy_array
+from daskflow.backend import array_module, device_constant, is_cupy_array
 from daskflow.ns import advection as adv
 from daskflow.ns import operators as ops
 from daskflow.ns.domain import weighted_sum
@@ -146,18 +146,11 @@ class Stepper:
         state.step += 1
         state.dt = dt
 
-    def _solve_stars(self, state: State, increments: dict, alpha: float) -> None:
-        """``u* = u + increment`` into ``state`` for every component of ``increments``, after its
-        implicit solve (in place: the sum goes into the increment's buffer, the old component is
-        spent). z-implicit solves add ``u`` in their last pass."""
-        olds = {i: getattr(state, VELOCITY[i]) for i in increments}
+    def _implicit(self, increments: dict, alpha: float) -> dict:
+        """The implicit solves of ``increments[component]`` (in place)."""
         if self.implicit == "z":
-            stars = self.domain.implicit_z(increments, alpha, olds)
-        else:
-            stars = {i: added(olds[i], self.domain.implicit_xyz(a, i, alpha)) for i, a in increments.items()}
-        del olds
-        for i, star in stars.items():
-            setattr(state, VELOCITY[i], self.domain.keep_walls(star, i))
+            return self.domain.implicit_z(increments, alpha)
+        return {i: self.domain.implicit_xyz(a, i, alpha) for i, a in increments.items()}
 
     def substep(self, state: State, s: int, dt) -> float:
         """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
@@ -204,7 +197,7 @@ class Stepper:
                 pending[i] = increment
                 del increment
                 if not together:
-                    self._solve_stars(state, pending, g * dt * self.nu / 2)
+                    self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
                     pending = {}
             else:
                 star = ops.update(getattr(state, name), P, m, i, g * dt, body[i], terms)
@@ -214,7 +207,7 @@ class Stepper:
             if b:
                 history[i] = None
         if pending:
-            self._solve_stars(state, pending, g * dt * self.nu / 2)
+            self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
 
     def _project(self, state: State, gdt: float) -> None:
         """Project ``state``'s intermediate velocity onto divergence-free fields (substep weight
@@ -244,6 +237,15 @@ class Stepper:
             correction = self.forcing.value[0] - self.bulk_from_sum(total)
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / gdt
+
+    def _add_increments(self, state: State, increments: dict) -> None:
+        """``u* = u + increment`` per solved component, into the increment's buffer (the old
+        component is spent)."""
+        xp = array_module(state.u)
+        for i, increment in increments.items():
+            name = VELOCITY[i]
+            star = xp.add(getattr(state, name), increment, out=increment)
+            setattr(state, name, self.domain.keep_walls(star, i))
 
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""

@@ -45,15 +45,6 @@ __device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int
         if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
     __syncwarp();
 }}
-// store_tile of add + tile, add laid out as base (a sum that would otherwise be a pass of its own)
-__device__ void store_tile_added(T (*tile)[33], T* __restrict__ base, const T* __restrict__ add, long long stride,
-                                 int k0, int kn, int rows, int lane) {{
-    __syncwarp();
-#pragma unroll 8
-    for (int r = 0; r < rows; ++r)
-        if (lane < kn) base[r * stride + k0 + lane] = add[r * stride + k0 + lane] + tile[r][lane];
-    __syncwarp();
-}}
 """
 
 # The forward recurrence of the P-TDMA set-up (cyclic_reduction._forward) for one column, in its
@@ -200,14 +191,12 @@ extern "C" __global__ void thomas_cyclic_shifted(T* d, R* cp, R* zz, const R* lo
     # values one system (a C-ordered field solved along z, no transposed copy). One warp per 32 rows
     # stages tiles of 32 values x 32 rows through shared memory, so that global reads and writes run
     # along the rows (coalesced) while each thread sweeps its own row in the tile; the arithmetic is
-    # thomas_uniform's, in its order. With has_addend, every value of d (solved or not) ends as
-    # addend + value, addend laid out as d. Real types only (shared memory of a complex type would
-    # need a constructor).
+    # thomas_uniform's, in its order. Real types only (shared memory of a complex type would need a
+    # constructor).
     "thomas_uniform_rows": r"""
-extern "C" __global__ void thomas_uniform_rows(T* d, const T* addend, const int has_addend, const R* lower,
-        const R* inv, const R* cp, const int m, const long long ncols, const long long stride) {
+extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
+        const long long ncols, const long long stride) {
     ROW_TILES(ncols);
-    const T* add = addend + row0 * stride;
     T x = T(0);
     for (int k0 = 0; k0 < m; k0 += 32) {
         const int kn = min(32, m - k0);
@@ -233,12 +222,8 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const T* addend, const int 
                 }
             }
         }
-        if (has_addend) store_tile_added(tile, base, add, stride, k0, kn, rows, lane);
-        else store_tile(tile, base, stride, k0, kn, rows, lane);
+        store_tile(tile, base, stride, k0, kn, rows, lane);
     }
-    if (has_addend)  // the values past the m unknowns of every row
-        for (int r = 0; r < rows; ++r)
-            for (long long k = r * stride + m + lane; k < (r + 1) * stride; k += 32) base[k] = add[k] + base[k];
 }
 """,
     # cr_reduce (below) on rows for one matrix shared by every row: d is (nrows, stride) C-ordered,

@@ -184,18 +184,14 @@ class FactoredTridiagonal:
         return x.reshape(d.shape)
 
 
-def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None) -> bool:
+def solve_rows_in_place(factored: FactoredTridiagonal, field) -> bool:
     """Solve the one matrix of ``factored`` (``m`` unknowns, not periodic) along the last axis of the
     C-contiguous real CuPy array ``field`` ``(..., n)``, ``n >= m``, for the first ``m`` values of
     every row, in place, without a transposed copy; the values of :meth:`FactoredTridiagonal.solve`
-    on the columns. With ``addend`` (laid out as ``field``) every value ends as ``addend + value``,
-    in the same pass. Returns ``False`` (nothing done) where this path does not apply."""
+    on the columns. Returns ``False`` (nothing done) where this path does not apply."""
     m = factored.inv_den.shape[0]
     if (not is_cupy_array(field) or factored.periodic or factored.cp.shape[1] != 1 or field.dtype.kind != "f"
             or not field.flags.c_contiguous or field.shape[-1] < m):
-        return False
-    if addend is not None and (not is_cupy_array(addend) or addend.shape != field.shape
-                               or addend.dtype != field.dtype or not addend.flags.c_contiguous):
         return False
     xp = array_module(field)
     real = field.dtype
@@ -203,8 +199,8 @@ def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None) -> bo
                           for a in (factored.lower, factored.inv_den, factored.cp))
     stride = field.shape[-1]
     rows = field.size // stride
-    kernels.launch("thomas_uniform_rows", real, rows, field, field if addend is None else addend,
-                   np.int32(addend is not None), lower, inv_den, cp, np.int32(m), np.int64(rows), np.int64(stride))
+    kernels.launch("thomas_uniform_rows", real, rows, field, lower, inv_den, cp, np.int32(m), np.int64(rows),
+                   np.int64(stride))
     return True
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskflow import tridiagonal
-from daskflow.backend import added, array_module
+from daskflow.backend import array_module
 from daskflow.pencils.layout import split_slices
 from daskflow.stencils import Tridiagonal
 from daskflow.zsolve.choice import LOCAL, PTDMA, ZSolve
@@ -50,10 +50,9 @@ def store_columns(field, cols, m: int):
     return field
 
 
-def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple, addend=None):
+def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple):
     """``op`` solved along z for every column of ``field`` (all of z here), in place; the
-    factorisation is ``cache[key]``. With ``addend``: ``addend + solution``, into ``field``'s memory
-    (on the GPU in the solve's last pass)."""
+    factorisation is ``cache[key]``."""
     m = op.diag.size
 
     def build():
@@ -61,11 +60,11 @@ def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple, addend=None):
         return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(field))
 
     factored = cached(cache, key, build)
-    if tridiagonal.solve_rows_in_place(factored, field, addend):  # a C-ordered GPU field: its z rows, no copy
+    if tridiagonal.solve_rows_in_place(factored, field):  # a C-ordered GPU field: its z rows, no transposed copy
         return field
     cols = z_columns(field, m)
     factored.solve(cols, overwrite=True)
-    return added(addend, store_columns(field, cols, m))
+    return store_columns(field, cols, m)
 
 
 class _Part:
@@ -115,19 +114,17 @@ class _Part:
 
 
 def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, operators: dict,
-                      alpha: float, addends: dict | None = None) -> dict:
+                      alpha: float) -> dict:
     """z solves of this chunk's ``fields[component]`` with ``operators[component]`` (``I - alpha
     L_z``) across the chunks of its column group, all components in the same exchange rounds; in
-    place, returns the solved fields (each plus ``addends[component]`` where given: :func:`added`).
-    With ``pz = 1`` a local solve each. Else every chunk of the
+    place, returns the solved fields. With ``pz = 1`` a local solve each. Else every chunk of the
     group gathers all boundary rows and solves the whole reduced systems (one round), or, where
     :attr:`ZSolve.gathers` says not, the rows go to the chunk that owns their slice of columns,
     which solves and returns them (two rounds: the paper's x->z transpose of the reduced rows)."""
     q, pz = key[1], dec.pencils[1]
     how = ZSolve.of(PTDMA, pz)
-    addends = addends or {}
     if how.kind == LOCAL:
-        return {c: solve_locally(cache, f, operators[c], (c, alpha), addends.get(c)) for c, f in fields.items()}
+        return {c: solve_locally(cache, f, operators[c], (c, alpha)) for c, f in fields.items()}
     components = list(fields)
     parts = []
     for c in components:
@@ -158,4 +155,4 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, 
 
         back = ex.exchange({key: solved}, dec.indices, group, cut_back, None, site=f"z-solutions{len(parts)}")[key]
         mine = [xp.concatenate([piece[j] for piece in back], axis=1) for j in range(len(parts))]
-    return {c: added(addends.get(c), part.finish(rows)) for c, part, rows in zip(components, parts, mine, strict=True)}
+    return {c: part.finish(rows) for c, part, rows in zip(components, parts, mine, strict=True)}

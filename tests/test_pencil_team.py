@@ -94,6 +94,26 @@ def test_exchange_rounds_per_step_at_2x2(tmp_path):
     assert with_store <= 24
 
 
+@pytest.mark.parametrize("pencils", [(2, 1), (3, 1)], ids=["2x1", "3x1"])
+def test_the_pressure_rows_come_with_its_transpose(monkeypatch, pencils):
+    """At pencils (py, 1) with a periodic y, the pressure solve's y->x transpose brings each chunk
+    its neighbours' rows, and the solution is padded without a halo round: 12 rounds per step
+    instead of 15, and the fields of the run with the halo round, bit for bit (py = 3: the rows wrap
+    around at both ends of y, at different chunks)."""
+    from daskflow.ns.domain import FlowDomain
+
+    cfg = _config(CHANNEL, "z", pencils)
+    sim = Simulation(cfg).run(steps=6)
+    assert sim.stepper.domain.pressure_rows_in_transpose
+    assert _rounds_per_step(cfg) == 12
+    monkeypatch.setattr(FlowDomain, "pressure_rows_in_transpose", property(lambda self: False))
+    reference = Simulation(cfg).run(steps=6)
+    for name in "uvwp":
+        np.testing.assert_array_equal(to_numpy(getattr(sim.state, name)), to_numpy(getattr(reference.state, name)),
+                                      err_msg=name)
+    assert _rounds_per_step(cfg) == 15
+
+
 def test_a_stop_request_is_agreed_by_every_pencil():
     """A stop request seen by one participant's callable only (the first to ask) ends the run for
     all of them after the same step."""

@@ -805,12 +805,13 @@ def _count_exchanges(monkeypatch) -> dict:
     return counts
 
 
-@pytest.mark.parametrize(("pencils", "rounds"), [((2, 2), 21), ((4, 1), 15)])
-def test_the_exchange_rounds_of_a_step(monkeypatch, pencils, rounds):
+@pytest.mark.parametrize(("pencils", "rounds", "halos"), [((2, 2), 21, 9), ((4, 1), 12, 6)])
+def test_the_exchange_rounds_of_a_step(monkeypatch, pencils, rounds, halos):
     """The rounds of one z-implicit, flow-rate-forced step on a cluster (docs/performance.md lists
-    them): three halos a substep (the CFL maximum and the bulk velocity ride on two of them), the
-    pressure solve's transposes and, at pz = 2, the reduced rows' all-gather, and with pz > 1 one
-    round for the three velocity components' z-implicit solves together."""
+    them): three halos a substep (the CFL maximum and the bulk velocity ride on two of them; at
+    (n, 1) the pressure's rows come with its y->x transpose instead of a third), the pressure
+    solve's transposes and, at pz = 2, the reduced rows' all-gather, and with pz > 1 one round for
+    the three velocity components' z-implicit solves together."""
     with LocalCluster(n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         sim = Simulation(_channel(pencils), client=client).run(steps=1)
@@ -818,8 +819,8 @@ def test_the_exchange_rounds_of_a_step(monkeypatch, pencils, rounds):
         sim.run(steps=2)
     per_step = {k: v / 2 for k, v in counts.items()}
     assert sum(per_step.values()) == rounds, per_step
-    halos = [name for name in per_step if name.startswith("exchange.<locals>")]  # pencils.halo.exchange's cuts
-    assert sum(per_step[name] for name in halos) == 9
+    halo_cuts = [name for name in per_step if name.startswith("exchange.<locals>")]  # pencils.halo.exchange's cuts
+    assert sum(per_step[name] for name in halo_cuts) == halos
     assert per_step.get("z solve rows", 0) == (3 if pencils[1] > 1 else 0)
 
 

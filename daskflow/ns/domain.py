@@ -304,10 +304,10 @@ class FlowDomain:
             setup = plan._device_cache[cache_key] = (coefficients, factors)
         return setup
 
-    def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup):
+    def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup, rows: bool = False):
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
         out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail,
-                               gather=self.gathers_reduced_rows)
+                               gather=self.gathers_reduced_rows, rows=rows)
         # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
         return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
 
@@ -323,6 +323,26 @@ class FlowDomain:
         if self._pressure is None:  # computed on first use (not in checkpoint or diagnostic tasks)
             self._pressure = self._ptdma_setup(self.poisson_plan)
         return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure)
+
+    @property
+    def pressure_rows_in_transpose(self) -> bool:
+        """Whether the pressure solve's y->x transpose brings each chunk its y neighbours' rows, so
+        that the solution is padded without a halo exchange: pencils ``(py, 1)`` with ``py > 1``
+        and a periodic y (the z ghosts are then the walls' or this chunk's own wrap)."""
+        return not self.single and self.counts[0] > 1 and self.counts[1] == 1 and ops.bc_of(self.bcs.p)[0][1] == "PP"
+
+    def solve_pressure_padded(self, rhs):
+        """The pressure solve's solution ``phi`` and its padded copy ``Phi``. Where
+        :attr:`pressure_rows_in_transpose`, the padding takes the rows the transpose brought (one
+        exchange round fewer per substep, the same values) and ``phi`` is a view of ``Phi``."""
+        if not self.pressure_rows_in_transpose:
+            phi = self.solve_pressure(rhs)
+            return phi, self.pad(phi, self.bcs.p)
+        if self._pressure is None:
+            self._pressure = self._ptdma_setup(self.poisson_plan)
+        with_rows = self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure, rows=True)
+        Phi = ops.pad_with(with_rows, *ops.bc_of(self.bcs.p))[:, 1:-1, :]  # y: the rows, not the wrap
+        return Phi[1:-1, 1:-1, 1:-1], Phi
 
     def implicit_xyz(self, increment, component: int, alpha: float):
         if implicit.no_unknowns(self.bcs, self.grid, component, (0, 1, 2)):

@@ -226,9 +226,8 @@ class Stepper:
             padded_stars = domain.pad_velocity(stars)
         divergence = ops.divergence(*padded_stars, m, gdt)
         del padded_stars  # before the solve, which has its own work arrays
-        phi = domain.solve_pressure(divergence)
+        phi, Phi = domain.solve_pressure_padded(divergence)
         del divergence
-        Phi = domain.pad(phi, self.bcs.p)
         for i in range(3):
             stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, gdt, out=stars[i]), i)
         state.u, state.v, state.w = stars

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local
+from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local, cut_swapped_ranges
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
 from daskflow.zsolve import spectral
@@ -44,6 +44,17 @@ def cut_for_x_pencil(plan: SpectralPlan, src, block, dst):
     """y-pencil ``(z, x modes, y)`` -> piece ``(z, y of dst, x modes)`` of an x-pencil (``local``:
     as :func:`cut_for_y_pencil`'s)."""
     return cut_swapped(block, plan.decomposition.y[dst[0]])
+
+
+def cut_for_x_pencil_with_rows(plan: SpectralPlan, src, block, dst):
+    """:func:`cut_for_x_pencil` with one row more on each side of the destination's y range, its
+    neighbours' (y periodic): ``(z, y of dst + 2, x modes)``. The destination pads its solution
+    with them instead of a halo exchange."""
+    ny, y = plan.grid.shape[1], plan.decomposition.y[dst[0]]
+    below, above = (y.start - 1) % ny, y.stop % ny
+    if below == y.start - 1 and above == y.stop:  # no wrap: one range
+        return cut_swapped(block, slice(below, above + 1))
+    return cut_swapped_ranges(block, [slice(below, below + 1), y, slice(above, above + 1)])
 
 
 cut_for_y_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.xs[dst[0]])
@@ -97,23 +108,27 @@ def _y_back(plan: SpectralPlan, ex, tail) -> list:
     return [] if ex.slabs() > 1 else [stages.backward_y_owned]
 
 
-def _finish(plan: SpectralPlan, ex, blocks: dict, tail) -> dict:
+def _finish(plan: SpectralPlan, ex, blocks: dict, tail, rows: bool = False) -> dict:
     """Physical-in-y y-pencils (spectral in y where the transpose is pipelined: :func:`_y_back`) ->
-    x-pencils (the y->x transpose when ``py > 1``)."""
+    x-pencils (the y->x transpose when ``py > 1``; with ``rows``, each with its neighbours' rows:
+    :func:`cut_for_x_pencil_with_rows`)."""
     dec = plan.decomposition
     if dec.py == 1:
         return blocks
     before = [stages.backward_y_owned] if ex.slabs() > 1 else []
-    return ex.transpose(blocks, dec.indices, _z_group(dec), [], before, cut_for_x_pencil,
+    return ex.transpose(blocks, dec.indices, _z_group(dec), [], before,
+                        cut_for_x_pencil_with_rows if rows else cut_for_x_pencil,
                         [assemble_x, stages.backward_x_owned], tail, site="y-to-x")
 
 
 def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), tail=(),
-          gather: bool = False) -> dict:
+          gather: bool = False, rows: bool = False) -> dict:
     """x-pencil chunks of the solution by ``method`` (``"ptdma"`` or ``"ftm"``) on the plan's
     decomposition: local Thomas at ``pz = 1`` whatever the method (:class:`ZSolve`). ``setup`` is
     P-TDMA's ``(coefficients, factors)`` (see :func:`ptdma`); ``head`` and ``tail`` are stages fused
-    before the first and after the last stage (layout conversions of a caller)."""
+    before the first and after the last stage (layout conversions of a caller). With ``rows``
+    (``py > 1``, y periodic) each chunk also holds the y row beyond each end of its range:
+    ``(z, ny_p + 2, nx)`` in memory order."""
     dec = plan.decomposition
     kind = ZSolve.of(method, dec.pz).kind
     if kind == LOCAL:
@@ -131,7 +146,7 @@ def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), 
         pieces = spectral.exchange_rows(ex, plan, reduced, factors, gather)
         out = ex.map([spectral.ptdma_reconstruct, *_y_back(plan, ex, tail)], dec.indices, reduced,
                      (coefficients, pieces))
-    return _finish(plan, ex, out, tail)
+    return _finish(plan, ex, out, tail, rows)
 
 
 def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:

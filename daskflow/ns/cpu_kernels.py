@@ -7,6 +7,7 @@ does on the GPU. Same formulas (test-checked against the array code to round-off
 * :func:`explicit_slab`: divergence-form advection plus explicit diffusion, all three components;
 * :func:`divergence_slab`: the divergence at cell centres;
 * :func:`update_slab`: ``f + sum(c a) + scale (body - grad p)`` for one component;
+* :func:`laplacian_slab`: scaled second differences along some axes, added to a field or not;
 * :func:`copy_interior`: a field into the interior of its padded array.
 
 Each works on the interior planes ``k0 <= k < k1`` of padded inputs, so the operators spread
@@ -114,6 +115,36 @@ def update_slab(f, has_f, P, axis, scale, body, inv_h, c1, a1, c2, a2, nterms, o
                 if has_f:
                     value += f[ii, jj, k]
                 out[ii, jj, k] = value
+
+
+@compiled
+def laplacian_slab(A, out, has_out, count, ax0, ax1, ax2, xup, yup, zup, zdown, k0, k1):
+    """``out`` (when ``has_out``) plus the second differences of padded ``A`` along the first
+    ``count`` of the axes ``ax0, ax1, ax2``, over planes ``k0 .. k1-1``: x and y differences scaled
+    by ``xup`` and ``yup``, z ones by ``zup[k]`` above and ``zdown[k]`` below; the operations of the
+    array code (:func:`daskflow.ns.operators.laplacian`) in its order."""
+    nx, ny = out.shape[0], out.shape[1]
+    for k in range(k0, k1):
+        c = k + 1
+        zu, zd = zup[k], zdown[k]
+        for jj in range(ny):
+            b = jj + 1
+            for ii in range(nx):
+                a = ii + 1
+                centre = A[a, b, c]
+                acc = out[ii, jj, k] if has_out else 0.0 * centre
+                for n in range(count):
+                    ax = ax0 if n == 0 else (ax1 if n == 1 else ax2)
+                    if ax == 0:
+                        upper, lower, fu, fd = A[a + 1, b, c], A[a - 1, b, c], xup, xup
+                    elif ax == 1:
+                        upper, lower, fu, fd = A[a, b + 1, c], A[a, b - 1, c], yup, yup
+                    else:
+                        upper, lower, fu, fd = A[a, b, c + 1], A[a, b, c - 1], zu, zd
+                    term = (upper - centre) * fu
+                    acc = term if (n == 0 and not has_out) else acc + term
+                    acc = acc - (centre - lower) * fd
+                out[ii, jj, k] = acc
 
 
 @compiled

@@ -397,6 +397,8 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
             out = new_field(xp, tuple(n - 2 for n in A.shape), A.dtype)
         field_kernels.laplacian(out, given, _second_differences(A, m, component, tuple(axes), scale))
         return out
+    if _compiled(xp) and axes:
+        return _laplacian_compiled(A, m, component, tuple(axes), scale, out)
     for axis in axes:
         up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
         if axis < 2:
@@ -425,6 +427,19 @@ def _z_spans(m: Metrics, component: int) -> tuple:
     else:
         up, down, width = m.dzc[1:], m.dzc[:-1], m.dzf[1:-1]
     return up * width, down * width
+
+
+def _laplacian_compiled(A, m: Metrics, component: int, axes: tuple, scale: float, out):
+    """:func:`laplacian` of a NumPy field by the compiled loop, over z-slabs on the thread pool."""
+    given = out is not None
+    if not given:
+        out = new_field(np, tuple(n - 2 for n in A.shape), A.dtype)
+    zup, zdown = (np.asarray(scale / span, dtype=A.dtype) for span in _z_spans(m, component))
+    xup, yup = (A.dtype.type(scale / h ** 2) for h in (m.dx, m.dy))
+    order = (*axes, 0, 0, 0)[:3]
+    args = (A, out, given, len(axes), *order, xup, yup, zup, zdown)
+    for_slabs(np, out.shape, lambda k0, k1: cpu_kernels.laplacian_slab(*args, k0, k1), compiled=True)
+    return out
 
 
 def _second_differences(A, m: Metrics, component: int, axes: tuple, scale: float):

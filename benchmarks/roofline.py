@@ -34,6 +34,9 @@ import numpy as np
 DOMAIN_OPERATIONS = ("pad_velocity", "pad_and_reduce", "pad", "solve_pressure", "implicit_z", "implicit_xyz")
 STEPPER_OPERATIONS = ("explicit_terms", "local_rate")
 OPERATOR_FUNCTIONS = ("update", "laplacian", "divergence", "pressure_update")
+#: what an operator reads where its arguments say more: without implicit axes the pressure update
+#: is ``p + phi`` and reads nothing of the padded ``Phi``
+OPERATOR_READS = {"pressure_update": lambda p, phi, Phi, m, axes, scale: [p, phi, Phi] if axes else [p, phi]}
 
 
 def array_bytes(obj, seen: set | None = None) -> int:
@@ -114,7 +117,7 @@ def wrapped(sim, ledger: Ledger):
     for name in STEPPER_OPERATIONS:
         setattr(stepper, name, ledger.wrap(name, getattr(stepper, name), velocity.get(name)))
     for module, name, fn in saved:
-        setattr(module, name, ledger.wrap(name, fn))
+        setattr(module, name, ledger.wrap(name, fn, OPERATOR_READS.get(name)))
     try:
         yield
     finally:

@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
 
-#: stepper-visible domain methods and the phase each is charged to (the padding of the pressure
-#: solve's solution, where the solve returns it padded, is charged to the solve)
+#: stepper-visible domain methods and the phase each is charged to (where the pressure solve
+#: returns its solution padded, from rows its transpose brought, the padding is the solve's)
 PHASES = {"pad_velocity": "halo", "pad_and_reduce": "halo", "pad": "halo", "solve_pressure": "poisson",
           "solve_pressure_padded": "poisson",
           "implicit_z": "implicit", "implicit_xyz": "implicit", "allreduce": "reduction",

@@ -162,11 +162,11 @@ def test_phase_profile_accounts_for_the_task(cluster):
     for report in reports.values():
         calls = {phase: entry["calls"] for phase, entry in report.items()}
         # per substep: two velocity pads (the second one carrying the bulk-velocity sum, the first
-        # one of a step the CFL maximum), one solve with the padding of its solution, and the
+        # one of a step the CFL maximum) and the correction's pressure pad, one solve, and the
         # implicit z solves: the three components in one call where z is split (they share their
         # exchange rounds), else one call each; no reduction round of its own
         implicit_calls = 1 if pencils[1] > 1 else 3
-        assert calls["halo"] == 2 * 3 * 2 and calls["poisson"] == 2 * 3
+        assert calls["halo"] == 2 * 3 * 3 and calls["poisson"] == 2 * 3
         assert calls["implicit"] == 2 * 3 * implicit_calls
         assert "reduction" not in calls and calls["task"] == 1
         # the exchanges' cuts and transports are timed inside the phases that make them

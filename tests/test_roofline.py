@@ -47,3 +47,18 @@ def test_the_account_of_a_z_implicit_step_counts_each_operation_and_its_bytes():
     assert 0 < result["attributed_ms"] <= result["step_ms_instrumented"]
     assert result["roofline_ms"] == pytest.approx(result["gb_per_step"] * 1e9 / result["copy_bandwidth_gb_per_s"] / 1e6)
     assert 0 < result["step_fraction_of_roofline"] == pytest.approx(result["roofline_ms"] / result["step_ms"])
+
+
+def test_without_implicit_axes_the_pressure_update_reads_no_padded_phi():
+    """With explicit diffusion the pressure update is ``p + phi``: the account charges it the two
+    fields it reads and the one it writes, not the padded solution it is handed."""
+    roofline = benchmark_module("roofline")
+    shape = (16, 8, 6)
+    sim = Simulation({"grid": {"shape": list(shape), "lengths": [2.0, 1.0, 2.0], "z_stretch": 1.5},
+                      "physics": {"nu": 0.01, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
+                      "boundaries": {"preset": "channel"}, "initial": {"kind": "turbulent_channel", "seed": 0},
+                      "time": {"cfl": 0.5, "dt_max": 0.01}, "solver": {"device": "cpu"}})
+    sim.run(steps=1)
+    rows = {r["operation"]: r for r in roofline.account(sim, steps=1)["operations"]}
+    field = np.prod(shape) * 8 / 1e9
+    assert rows["pressure_update"]["gb_per_step"] == pytest.approx(3 * 3 * field, rel=1e-12)

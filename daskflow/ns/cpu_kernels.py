@@ -118,11 +118,12 @@ def update_slab(f, has_f, P, axis, scale, body, inv_h, c1, a1, c2, a2, nterms, o
 
 
 @compiled
-def laplacian_slab(A, out, has_out, count, ax0, ax1, ax2, xup, yup, zup, zdown, k0, k1):
+def laplacian_slab(A, out, has_out, count, ax0, ax1, ax2, xup, yup, zup, zdown, zero, k0, k1):
     """``out`` (when ``has_out``) plus the second differences of padded ``A`` along the first
     ``count`` of the axes ``ax0, ax1, ax2``, over planes ``k0 .. k1-1``: x and y differences scaled
     by ``xup`` and ``yup``, z ones by ``zup[k]`` above and ``zdown[k]`` below; the operations of the
-    array code (:func:`daskflow.ns.operators.laplacian`) in its order."""
+    array code (:func:`daskflow.ns.operators.laplacian`) in its order and in ``A``'s type (``zero``
+    is a zero of that type: a float literal would make the sums float64)."""
     nx, ny = out.shape[0], out.shape[1]
     for k in range(k0, k1):
         c = k + 1
@@ -132,7 +133,7 @@ def laplacian_slab(A, out, has_out, count, ax0, ax1, ax2, xup, yup, zup, zdown, 
             for ii in range(nx):
                 a = ii + 1
                 centre = A[a, b, c]
-                acc = out[ii, jj, k] if has_out else 0.0 * centre
+                acc = out[ii, jj, k] if has_out else zero
                 for n in range(count):
                     ax = ax0 if n == 0 else (ax1 if n == 1 else ax2)
                     if ax == 0:

@@ -332,12 +332,13 @@ class FlowDomain:
         return not self.single and self.counts[0] > 1 and self.counts[1] == 1 and ops.bc_of(self.bcs.p)[0][1] == "PP"
 
     def solve_pressure_padded(self, rhs):
-        """The pressure solve's solution ``phi`` and its padded copy ``Phi``. Where
-        :attr:`pressure_rows_in_transpose`, the padding takes the rows the transpose brought (one
-        exchange round fewer per substep, the same values) and ``phi`` is a view of ``Phi``."""
+        """Where :attr:`pressure_rows_in_transpose`: the pressure solve's solution ``phi`` and its
+        padded copy ``Phi`` (``phi`` a view of it), padded from the rows the transpose brought (one
+        exchange round fewer per substep than :meth:`solve_pressure` and :meth:`pad`, the same
+        values)."""
         if not self.pressure_rows_in_transpose:
-            phi = self.solve_pressure(rhs)
-            return phi, self.pad(phi, self.bcs.p)
+            raise ValueError("solve_pressure_padded: the pressure's rows come with its transpose only at pencils "
+                             "(py, 1), py > 1, with a periodic y; use solve_pressure and pad")
         if self._pressure is None:
             self._pressure = self._ptdma_setup(self.poisson_plan)
         with_rows = self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure, rows=True)

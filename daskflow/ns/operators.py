@@ -331,7 +331,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
                                     second)
     _update_array(f, P, m, axis, scale, body, terms, out, threads)
     if diffusion is not None:
-        laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out)
+        laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out, threads=threads)
     return out
 
 
@@ -383,7 +383,8 @@ def _shift(axis: int) -> tuple:
     return tuple(HI if ax == axis else C for ax in range(3))
 
 
-def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0, out=None):
+def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0, out=None,
+              threads: int | None = None):
     """``scale`` times the second differences along ``axes`` of padded component ``component`` (3: a
     centred field): a new array, or added into ``out`` (interior-shaped) in place. It runs inside the
     substep's memory peak, next to the padded fields and the explicit terms, so it works on one
@@ -398,7 +399,7 @@ def laplacian(A, m: Metrics, component: int, axes=(0, 1, 2), scale: float = 1.0,
         field_kernels.laplacian(out, given, _second_differences(A, m, component, tuple(axes), scale))
         return out
     if _compiled(xp) and axes:
-        return _laplacian_compiled(A, m, component, tuple(axes), scale, out)
+        return _laplacian_compiled(A, m, component, tuple(axes), scale, out, threads)
     for axis in axes:
         up_sl, lo_sl = _shift(axis), tuple(LO if ax == axis else C for ax in range(3))
         if axis < 2:
@@ -429,7 +430,7 @@ def _z_spans(m: Metrics, component: int) -> tuple:
     return up * width, down * width
 
 
-def _laplacian_compiled(A, m: Metrics, component: int, axes: tuple, scale: float, out):
+def _laplacian_compiled(A, m: Metrics, component: int, axes: tuple, scale: float, out, threads: int | None):
     """:func:`laplacian` of a NumPy field by the compiled loop, over z-slabs on the thread pool."""
     given = out is not None
     if not given:
@@ -437,8 +438,8 @@ def _laplacian_compiled(A, m: Metrics, component: int, axes: tuple, scale: float
     zup, zdown = (np.asarray(scale / span, dtype=A.dtype) for span in _z_spans(m, component))
     xup, yup = (A.dtype.type(scale / h ** 2) for h in (m.dx, m.dy))
     order = (*axes, 0, 0, 0)[:3]
-    args = (A, out, given, len(axes), *order, xup, yup, zup, zdown)
-    for_slabs(np, out.shape, lambda k0, k1: cpu_kernels.laplacian_slab(*args, k0, k1), compiled=True)
+    args = (A, out, given, len(axes), *order, xup, yup, zup, zdown, A.dtype.type(0))
+    for_slabs(np, out.shape, lambda k0, k1: cpu_kernels.laplacian_slab(*args, k0, k1), threads, compiled=True)
     return out
 
 

@@ -226,7 +226,11 @@ class Stepper:
             padded_stars = domain.pad_velocity(stars)
         divergence = ops.divergence(*padded_stars, m, gdt)
         del padded_stars  # before the solve, which has its own work arrays
-        phi, Phi = domain.solve_pressure_padded(divergence)
+        if domain.pressure_rows_in_transpose:  # the solve brings the rows its padding needs
+            phi, Phi = domain.solve_pressure_padded(divergence)
+        else:
+            phi = domain.solve_pressure(divergence)
+            Phi = domain.pad(phi, self.bcs.p)
         del divergence
         for i in range(3):
             stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, gdt, out=stars[i]), i)

@@ -118,7 +118,7 @@ def _finish(plan: SpectralPlan, ex, blocks: dict, tail, rows: bool = False) -> d
     before = [stages.backward_y_owned] if ex.slabs() > 1 else []
     return ex.transpose(blocks, dec.indices, _z_group(dec), [], before,
                         cut_for_x_pencil_with_rows if rows else cut_for_x_pencil,
-                        [assemble_x, stages.backward_x_owned], tail, site="y-to-x")
+                        [assemble_x, stages.backward_x_owned], tail, site="y-to-x-rows" if rows else "y-to-x")
 
 
 def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), tail=(),

@@ -27,18 +27,7 @@ import sys
 import time
 
 import numpy as np
-
-
-def _events(cp, fn, repeat: int) -> float:
-    fn()
-    cp.cuda.Device().synchronize()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeat):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) * 1e-3 / repeat
+from emit import event_seconds
 
 
 def _config(shape, implicit, pencils, z_solve="direct", cfl_every: int = 1) -> dict:
@@ -238,7 +227,7 @@ def main() -> None:
     pool.free_all_blocks()
     sim = Simulation(_config(args.shape, args.implicit, args.pencils, cfl_every=args.cfl_every))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
-    runs = [_events(cp, lambda: sim.run(steps=args.steps), 1) / args.steps for _ in range(args.runs)]
+    runs = [event_seconds(cp, lambda: sim.run(steps=args.steps), 1) / args.steps for _ in range(args.runs)]
     step = float(np.median(runs))  # as the multi-GPU points: the median of runs of --steps steps
     per_step, per_run = steady(sim.run, args.steps, cp.cuda.Device().synchronize)
     points = int(np.prod(args.shape))
@@ -254,17 +243,17 @@ def main() -> None:
     padded = stepper.domain.pad_velocity([st.u, st.v, st.w])
     rhs = cp.asfortranarray(cp.random.default_rng(0).standard_normal(sim.grid.shape))
     breakdown = {
-        "pad_velocity_ms": _events(cp, lambda: stepper.domain.pad_velocity([st.u, st.v, st.w]), 5),
-        "explicit_terms_ms": _events(cp, lambda: stepper.explicit_terms(padded), 5),
-        "divergence_ms": _events(cp, lambda: ops.divergence(*padded, stepper.metrics), 5),
-        "poisson_solve_ms": _events(cp, lambda: stepper.domain.solve_pressure(rhs), 5),
+        "pad_velocity_ms": event_seconds(cp, lambda: stepper.domain.pad_velocity([st.u, st.v, st.w]), 5),
+        "explicit_terms_ms": event_seconds(cp, lambda: stepper.explicit_terms(padded), 5),
+        "divergence_ms": event_seconds(cp, lambda: ops.divergence(*padded, stepper.metrics), 5),
+        "poisson_solve_ms": event_seconds(cp, lambda: stepper.domain.solve_pressure(rhs), 5),
     }
     if args.implicit == "z":  # as the step solves: a C-ordered increment, in place
         increment = cp.ascontiguousarray(rhs)
-        breakdown["implicit_solve_one_component_ms"] = _events(
+        breakdown["implicit_solve_one_component_ms"] = event_seconds(
             cp, lambda: stepper.domain.implicit_z({0: increment}, 1e-3), 5)
     elif args.implicit == "xyz":
-        breakdown["implicit_solve_one_component_ms"] = _events(
+        breakdown["implicit_solve_one_component_ms"] = event_seconds(
             cp, lambda: stepper.domain.implicit_xyz(rhs, 0, 1e-3), 5)
     breakdown = {k: 1e3 * v for k, v in breakdown.items()}
     print(json.dumps({

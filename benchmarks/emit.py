@@ -1,4 +1,5 @@
-"""Shared by the benchmark scripts: print the result document as JSON, and keep a copy if asked."""
+"""Shared by the benchmark scripts: print the result document as JSON, and keep a copy if asked;
+time a GPU call by CUDA events."""
 
 from __future__ import annotations
 
@@ -12,3 +13,18 @@ def emit(document: dict, path: str | None = None) -> None:
     if path:
         with open(path, "w") as f:
             f.write(text + "\n")
+
+
+def event_seconds(cp, fn, repeat: int, warmup: int = 1) -> float:
+    """Seconds per call of ``fn()`` on the GPU: ``repeat`` calls between two CUDA events, after
+    ``warmup`` untimed calls and a synchronisation (``cp`` is CuPy)."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(repeat):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) * 1e-3 / repeat

@@ -15,21 +15,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from emit import emit
-
-
-def _time(cupy, solve, repeat: int) -> float:
-    """ms per call of ``solve()`` after two warm-up calls, timed with CUDA events."""
-    for _ in range(2):
-        solve()
-    cupy.cuda.Device().synchronize()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    for _ in range(repeat):
-        solve()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) / repeat
+from emit import emit, event_seconds
 
 
 def measure(cupy, rows: int, columns: int, repeat: int) -> dict:
@@ -53,7 +39,7 @@ def measure(cupy, rows: int, columns: int, repeat: int) -> dict:
             tridiagonal.reduce(d, chunk)
             tridiagonal.reconstruct(d, first, last, chunk)
 
-        out[f"ms_{name}"] = _time(cupy, solve, repeat)
+        out[f"ms_{name}"] = 1e3 * event_seconds(cupy, solve, repeat, warmup=2)
         out[f"coefficient_bytes_{name}"] = int(sum(v.nbytes for v in chunk if v is not None))
         results[name] = d0.copy()
         solve(results[name], chunk)

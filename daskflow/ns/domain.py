@@ -320,9 +320,13 @@ class FlowDomain:
             if self._pressure is None:
                 self._pressure = self._local_solver(PoissonSolver, self.bcs.p, "ccc")
             return self._pressure.solve(_fortran(rhs))
+        return self._distributed_pressure(rhs)
+
+    def _distributed_pressure(self, rhs, rows: bool = False):
+        """The pencils' pressure solve (with ``rows``: :meth:`solve_pressure_padded`'s)."""
         if self._pressure is None:  # computed on first use (not in checkpoint or diagnostic tasks)
             self._pressure = self._ptdma_setup(self.poisson_plan)
-        return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure)
+        return self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure, rows)
 
     @property
     def pressure_rows_in_transpose(self) -> bool:
@@ -339,9 +343,7 @@ class FlowDomain:
         if not self.pressure_rows_in_transpose:
             raise ValueError("solve_pressure_padded: the pressure's rows come with its transpose only at pencils "
                              "(py, 1), py > 1, with a periodic y; use solve_pressure and pad")
-        if self._pressure is None:
-            self._pressure = self._ptdma_setup(self.poisson_plan)
-        with_rows = self._spectral_solve(self.poisson_plan, self.ex_pressure, rhs, self._pressure, rows=True)
+        with_rows = self._distributed_pressure(rhs, rows=True)
         Phi = ops.pad_with(with_rows, *ops.bc_of(self.bcs.p))[:, 1:-1, :]  # y: the rows, not the wrap
         return Phi[1:-1, 1:-1, 1:-1], Phi
 

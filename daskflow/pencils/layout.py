@@ -131,20 +131,6 @@ def cut_swapped(block, piece: slice):
     return swap_into(block[:, :, piece])
 
 
-def cut_swapped_ranges(block, ranges: list[slice]):
-    """:func:`cut_swapped` of several ranges of axis 2 one after another (a destination's rows and
-    its neighbours' beyond them): one contiguous ``(n0, total length, n1)`` copy."""
-    from daskflow.backend import array_module
-
-    n0, n1 = block.shape[:2]
-    out = array_module(block).empty((n0, sum(r.stop - r.start for r in ranges), n1), dtype=block.dtype)
-    start = 0
-    for r in ranges:
-        swap_into(block[:, :, r], out[:, start:start + r.stop - r.start, :])
-        start += r.stop - r.start
-    return out
-
-
 def swap_into(view, out=None):
     """``view`` ``(n0, n1, k)`` with its last two axes swapped, written into ``out`` ``(n0, k, n1)``
     (any strides; by default a new contiguous array), which is returned."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local, cut_swapped_ranges
+from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
 from daskflow.zsolve import spectral
@@ -54,7 +54,8 @@ def cut_for_x_pencil_with_rows(plan: SpectralPlan, src, block, dst):
     below, above = (y.start - 1) % ny, y.stop % ny
     if below == y.start - 1 and above == y.stop:  # no wrap: one range
         return cut_swapped(block, slice(below, above + 1))
-    return cut_swapped_ranges(block, [slice(below, below + 1), y, slice(above, above + 1)])
+    ranges = [slice(below, below + 1), y, slice(above, above + 1)]
+    return assemble([cut_swapped_local(block, r) for r in ranges], 1)  # each swapped into its place
 
 
 cut_for_y_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.xs[dst[0]])

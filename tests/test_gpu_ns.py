@@ -266,6 +266,25 @@ def test_a_gpu_duct_at_2x2_equals_its_one_pencil_run(cupy):
     _assert_same_fields(sim, reference, 1e-12)
 
 
+@pytest.mark.parametrize("pencils", [(2, 1), (3, 1)], ids=["2x1", "3x1"])
+def test_gpu_pressure_rows_from_the_transpose_give_the_halo_paths_bits(cupy, monkeypatch, pencils):
+    """On the GPU at pencils (py, 1), periodic y: the pressure padded from the rows that came with
+    the y->x transpose (the cut with rows, the CuPy swaps into the padded array) gives the fields of
+    the run that pads it through a halo round, bit for bit."""
+    from daskflow.ns.domain import FlowDomain
+    from tests.test_pencil_team import CHANNEL, _config
+
+    cfg = _config(CHANNEL, "z", pencils)
+    cfg["solver"]["device"] = "gpu"
+    sim = Simulation(cfg).run(steps=6)
+    assert sim.stepper.domain.pressure_rows_in_transpose and isinstance(sim.state.u, cupy.ndarray)
+    monkeypatch.setattr(FlowDomain, "pressure_rows_in_transpose", property(lambda self: False))
+    reference = Simulation(cfg).run(steps=6)
+    for name in "uvwp":
+        np.testing.assert_array_equal(getattr(sim.state, name).get(), getattr(reference.state, name).get(),
+                                      err_msg=name)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_divergence_and_rate_kernels_equal_the_array_code(cupy, rng, dtype):
     """The divergence of padded face velocities (strided operands too) in one launch gives the

@@ -38,7 +38,9 @@ class Machine:
     host_step_floor: float = 0.0  # host (Python) time of one step's kernel launches, no exchanges
     host_round: float = 0.0  # host time of one exchange round inside a fused task (cut, NCCL calls, join)
     host_distributed_solve: float = 0.0  # host time of one distributed tridiagonal solve (pz > 1) beyond its rounds
-    code: str = "current"  # the exchange rounds of which code: "current", or "legacy" (up to 65d480e)
+    # the exchange rounds of which code: "current", "rows" (the pressure's rows on its transpose at
+    # (py, 1)) or "legacy" (up to 65d480e); see daskflow.perfmodel.step
+    code: str = "current"
     notes: str = ""
 
 
@@ -262,7 +264,7 @@ def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", m
         singular = all(b in ("PP", "NN") for b in bc)
         p, q, r = P[:, None, None], Q[None, :, None], np.arange(R)[None, None, :]
         nb = rows[q] * red[r] * xs_p[p] * s + ((p == 0) & (r == 0) & singular) * nz_q[q] * s
-        if machine.code == "current" and pz <= 2:  # every chunk gathers all rows of its x group: one round
+        if machine.code != "legacy" and pz <= 2:  # every chunk gathers all rows of its x group: one round
             q2 = Q[None, None, :]
             nb = rows[q] * nys * xs_p[p] * s + ((p == 0) & singular) * nz_q[q] * s + 0 * q2
             out.append(_exchange("all-rows", lay, p, q, p, q2, nb, machine))

@@ -9,6 +9,11 @@ records them; ``exchange_rounds_2x2_team.json``: 23 at pencils (2, 2)):
   velocity components together (``pz <= 2``: all-gather of the boundary rows in the column group;
   ``pz > 2``: rows to the slice owners and the solutions back, two rounds) and the Poisson solve's,
   and one reduction of the step's record. 17 rounds at (4, 1), 23 at (2, 2) and (1, 4).
+* ``rows``: the code since the pressure's neighbouring y rows ride on the solve's y->x transpose
+  (:attr:`FlowDomain.pressure_rows_in_transpose`: pencils ``(py, 1)``, ``py > 1``, periodic y): as
+  ``current`` without the three halo rounds of the pressure, 14 rounds at (4, 1). The two rows per
+  destination that the transpose carries besides its spectrum (about ``2 / ny_p`` of its bytes) are
+  left out; elsewhere ``rows`` makes the rounds of ``current``.
 * ``legacy`` (the code the H200 files ran, up to 65d480e): per substep three halo rounds, a
   z-implicit all-gather per component and a bulk-velocity all-reduce; one CFL all-reduce per step.
 """
@@ -32,6 +37,12 @@ from daskflow.perfmodel.model import (
 )
 
 CURRENT_HALOS = (4, 3, 1, 4, 3, 1, 4, 3, 1, 3)  # fields of each halo round of one step
+
+
+def halo_rounds(pencils, periodic, code: str) -> tuple[int, ...]:
+    """Fields of each halo round of one step in ``code`` (``current`` or ``rows``, see the module)."""
+    rows = code == "rows" and pencils[0] > 1 and pencils[1] == 1 and periodic[1]
+    return tuple(f for f in CURRENT_HALOS if not (rows and f == 1))
 
 
 def halo_exchange(lay: Layout, fields: int, periodic, machine: Machine) -> Exchange | None:
@@ -105,7 +116,7 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
             out.append(_reduction(lay, "bulk-allreduce", machine))
         out.append(_reduction(lay, "cfl-allreduce", machine))
     else:
-        out += [halo_exchange(lay, f, periodic, machine) for f in CURRENT_HALOS]
+        out += [halo_exchange(lay, f, periodic, machine) for f in halo_rounds(pencils, periodic, machine.code)]
         if z:
             out += 3 * zsolve_exchanges(lay, [0, 1, 2], machine, zsolve)
         out.append(_reduction(lay, "record-allreduce", machine))

@@ -219,10 +219,12 @@ class _ClusterCandidate:
     def run(self, warmup: int, repeats: int) -> list[float]:
         """Seconds per timed solve (the slowest worker's)."""
         run_id = f"daskflow-autotune-{uuid.uuid4().hex}"
-        futures = [self.client.submit(_timed_solves, self.algorithm, self.plans[worker], run_id, self.workers,
-                                      self.pz, inputs, warmup, repeats, self.comm, workers=[worker],
-                                      allow_other_workers=False, pure=False)
-                   for worker, inputs in self.inputs.items()]
+        from daskflow.pencils.transport import submit_together
+
+        futures = submit_together(self.client, [
+            (_timed_solves, (self.algorithm, self.plans[worker], run_id, self.workers, self.pz, inputs, warmup,
+                             repeats, self.comm), {"workers": [worker], "allow_other_workers": False, "pure": False})
+            for worker, inputs in self.inputs.items()])
         per_worker = self.client.gather(futures)
         return [max(column) for column in zip(*per_worker, strict=True)]  # a solve ends when its slowest part does
 

@@ -79,6 +79,43 @@ def test_a_run_is_one_task_per_worker_and_brings_its_clock(cluster, monkeypatch)
     assert sim.dt == pytest.approx(reference.dt, rel=1e-12)
 
 
+def test_a_runs_tasks_leave_together_and_before_the_futures_it_lets_go(cluster, monkeypatch):
+    """The client batches what it sends within 10 ms of one another. The fused tasks of a run leave
+    in one batch (one by one, all but the first would wait for the next batch), and the futures done
+    with (the inputs of the run before, a record's tasks) are let go after the next call's tasks
+    went out, never just before them."""
+    client, pencils = cluster
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": pencils}
+    sim = Simulation(cfg, client=client).run(steps=1)
+    batches = []  # what the client's batched stream wrote, batch by batch
+    comm = client.scheduler_comm.comm
+    write = comm.write
+
+    async def recording(msgs, *args, **kwargs):
+        batches.append([(m.get("op"), key) for m in msgs for key in m.get("keys", ())])
+        return await write(msgs, *args, **kwargs)
+
+    monkeypatch.setattr(comm, "write", recording)
+    outputs = []
+    for _ in range(3):
+        sim.run(steps=1)
+        outputs.append({future.key for future in sim._cluster.pencils})
+        assert set(sim.diagnostics()) >= {"cfl", "div_max"}
+    sim.run(steps=1)
+    client.sync(client.scheduler.identity)  # a round trip: what was queued before has left
+    batch_of = {entry: b for b, batch in enumerate(batches) for entry in batch}
+    order = {entry: n for n, entry in enumerate(entry for batch in batches for entry in batch)}
+    for keys in outputs:
+        assert len({batch_of[("update-graph", key)] for key in keys}) == 1  # one batch per run
+    submitted = sorted(n for (op, _), n in order.items() if op == "update-graph")
+    for run, keys in enumerate(outputs[:-1]):
+        # the inputs of the next run are let go after the call after that run (its record) went out
+        last_of_run = max(order[("update-graph", key)] for key in outputs[run + 1])
+        record = min(n for n in submitted if n > last_of_run)
+        assert min(order[("client-releases-keys", key)] for key in keys) > record, run
+
+
 def test_pencils_must_match_the_workers(cluster):
     client, _ = cluster
     cfg = copy.deepcopy(CHANNEL)

@@ -256,6 +256,7 @@ class WorkerPencils:
         self.comm = choose_comm(client, self.workers, comm, plan.device)  # the exchanges' transport
         self.comm_spec = None  # its communicator (:func:`make_comm` before every run)
         self.pencils: list | None = None
+        self._spent: list | None = None  # futures to let go after the next submission (see submit)
         self.runs = 0
 
     def place_plans(self) -> None:
@@ -333,7 +334,7 @@ class WorkerPencils:
         waiting for pieces."""
 
         from daskflow.pencils.direct import ready_marker
-        from daskflow.pencils.transport import comm_failed, make_comm, took_turn, wait_turn
+        from daskflow.pencils.transport import comm_failed, make_comm, submit_together, took_turn, wait_turn
 
         if self.pencils is None:
             self.scatter(state)
@@ -348,15 +349,21 @@ class WorkerPencils:
             markers = {owner: self.client.submit(ready_marker, pencil, workers=[owner], pure=False)
                        for pencil, owner in zip(self.pencils, owners, strict=True)}
         after = wait_turn(self.client, owners)  # fused work of solvers still running on these workers
-        futures = []
+        calls = []
         for i, (pencil, owner) in enumerate(zip(self.pencils, owners, strict=True)):
             ready = [marker for other, marker in markers.items() if other != owner]
             ready += [after[owner]] if owner in after else []
             extra = {"report_clock": True} if clock and i == 0 else {}
-            futures.append(self.client.submit(fn, self.plans[owner], run_id, self.workers, pencil, ready, *args,
-                                              comm=self.comm_spec, scope=self.scope, **extra, workers=[owner],
-                                              allow_other_workers=False, pure=False))
+            calls.append((fn, (self.plans[owner], run_id, self.workers, pencil, ready, *args),
+                          {"comm": self.comm_spec, "scope": self.scope, **extra, "workers": [owner],
+                           "allow_other_workers": False, "pure": False}))
+        futures = submit_together(self.client, calls)
         took_turn(self.client, dict(zip(owners, futures, strict=True)))
+        # Futures done with (the inputs of the run before, a record's tasks) are let go now, after
+        # this run's tasks went out: letting a future go sends a message, and the client batches
+        # messages sent within 10 ms of one another, so a release just before the submission held the
+        # tasks back by up to 10 ms (the 2-GPU channel step entered its tasks 10 ms after the submit).
+        self._spent = self.pencils
         try:
             self._wait(futures, list(markers.values()), run_id, sorted(set(owners)), stop)
         except BaseException:
@@ -364,6 +371,8 @@ class WorkerPencils:
             raise
         if fn is not diagnostics_on_worker:
             self.pencils = futures
+        else:  # the caller gathers the record; the futures go with the next submission
+            self._spent = [*self.pencils, *futures]
         if not clock:
             return futures
         reported = clocks.pop(run_id, None)
@@ -410,7 +419,7 @@ class WorkerPencils:
                 if attempt == 9:
                     raise
                 time.sleep(1.0)
-        self.pencils = None
+        self.pencils = self._spent = None
 
     def field(self, name: str, dtype: str, label: str):
         """Field ``name`` as a Dask array in x-pencil chunks, from the workers' pencils."""

@@ -323,6 +323,25 @@ def took_turn(client, outputs: dict) -> None:
                                  else None)
 
 
+def submit_together(client, calls: Sequence[tuple[Callable, tuple, dict]]) -> list:
+    """``client.submit(fn, *args, **kwargs)`` for every ``(fn, args, kwargs)`` of ``calls`` (the
+    fused tasks of one collective call), their messages leaving in one batch. Submitted one by one
+    from the caller's thread, the first message goes out at once and the client holds the next ones
+    for its batching interval (10 ms in distributed 2026.7): the tasks of one run reached their
+    workers up to 10 ms apart, and every peer waits for the last. From the client's event loop they
+    are all queued before its sender runs."""
+    def submit_all() -> list:
+        return [client.submit(fn, *args, **kwargs) for fn, args, kwargs in calls]
+
+    if client.asynchronous:  # already on the loop's thread: nothing can run in between
+        return submit_all()
+
+    async def on_the_loop() -> list:
+        return submit_all()
+
+    return client.sync(on_the_loop)
+
+
 def make_comm(client, workers: Sequence[str], kind: str, device: str = "gpu") -> CommSpec:
     """The communicator of ``kind`` over ``workers`` for a new run: the one made before for these
     workers when none of them has aborted it (every simulation and solver on a worker set shares

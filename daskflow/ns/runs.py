@@ -99,6 +99,7 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
     # on an error, what was handed to the store's thread still reaches the store
     with contextlib.nullcontext() if writer is None else writer.closing_on_error():
         advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
+    state.forcing_gradient = float(state.forcing_gradient)  # the run's one wait for its last step
     if writer is not None:
         writer.finish(domain, state.step)
     return state

@@ -139,9 +139,11 @@ class Stepper:
         return dt
 
     def finish_step(self, state: State, dt: float) -> None:
-        """The host's part of a step of size ``dt``: its clock, and the forcing gradient as a number."""
-        # the flow-rate forcing's correction stayed on the device through the substeps: one wait
-        state.forcing_gradient = float(state.forcing_gradient)
+        """The host's part of a step of size ``dt``: its clock. The forcing gradient stays where the
+        substeps left it (a 0-d array on the GPU; :func:`daskflow.ns.runs.advance_pencil` makes it a
+        number once per run): a number at every step made the host wait for the step's end, and the
+        pencils' hosts then queued each step's first kernels in step with their devices, so that
+        their jitter reached the devices as waits at the step's first exchange."""
         state.time += dt
         state.step += 1
         state.dt = dt

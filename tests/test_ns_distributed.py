@@ -235,3 +235,23 @@ def test_the_initial_condition_is_built_on_the_workers(cluster, monkeypatch):
     reference.run(steps=3)
     ref = to_numpy(reference.state.u)
     np.testing.assert_allclose(to_numpy(sim.u.compute()), ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+def test_the_run_overhead_benchmark_times_every_run_on_every_worker(monkeypatch):
+    """``benchmarks/run_overhead.py`` on CPU workers: one row per run and worker, its times in the
+    order of a run's life (entered, stepped, left, seen done by the client)."""
+    import os
+
+    from tests.helpers import ROOT, benchmark_module
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    bench = benchmark_module("run_overhead")
+    cfg = bench._config([16, 16, 8], "z", [2, 1], cfl_every=10)
+    cfg["solver"]["device"] = "cpu"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            Client(c) as client:
+        rows = bench.measure(client, cfg, steps=2, runs=2, back_to_back=False)
+    assert len(rows) == 4 and len({r["worker"] for r in rows}) == 2
+    for r in rows:
+        assert 0 < r["entered_ms"] < r["left_ms"] < r["returned_ms"]
+        assert 0 < r["body_ms"] < r["left_ms"] - r["entered_ms"]

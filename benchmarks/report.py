@@ -240,7 +240,7 @@ def plot_transposes(results, figures) -> str | None:
 
 
 #: the comparison document (one call, this code against a baseline) the channel weak-scaling figure draws
-CHANNEL_SCALING_DOC = "channel_step_4xH200_fused_updates.json"
+CHANNEL_SCALING_DOC = "channel_step_4xH200_async_steps.json"
 
 
 def plot_channel_weak_scaling(results, figures) -> str | None:

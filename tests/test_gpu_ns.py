@@ -285,6 +285,30 @@ def test_gpu_pressure_rows_from_the_transpose_give_the_halo_paths_bits(cupy, mon
                                       err_msg=name)
 
 
+def test_a_gpu_pencils_scalars_wait_on_the_device_for_the_flush(cupy, tmp_path, monkeypatch):
+    """One pencil on the GPU keeps every step's scalars on the device until a flush takes them in
+    one wait: the store holds a record per step, the last equal to the record of the final state
+    computed at once (``diagnostics``), and no record was computed the immediate way."""
+    import xarray as xr
+
+    from daskflow.io import output
+    from tests.test_pencil_team import CHANNEL, _config
+
+    cfg = _config(CHANNEL, "z")
+    cfg["solver"]["device"] = "gpu"
+    cfg["output"] = {"store": str(tmp_path / "run.zarr"), "scalars_every": 1, "profiles_every": 0,
+                     "checkpoint_every": 0}
+    immediate = []
+    flow_scalars = output.flow_scalars
+    monkeypatch.setattr(output, "flow_scalars", lambda *a: immediate.append(1) or flow_scalars(*a))
+    sim = Simulation(cfg).run(steps=5)
+    assert not immediate
+    scalars = xr.open_zarr(str(tmp_path / "run.zarr"), group="scalars")
+    assert scalars.step.values.tolist() == [1, 2, 3, 4, 5]
+    for name, value in sim.diagnostics().items():
+        assert float(scalars[name].values[-1]) == value, name
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_divergence_and_rate_kernels_equal_the_array_code(cupy, rng, dtype):
     """The divergence of padded face velocities (strided operands too) in one launch gives the

@@ -40,43 +40,55 @@ from daskflow.run_config import OutputConfig
 C, LO, HI = ops.C, ops.LO, ops.HI
 
 
-def flow_scalars(stepper, state, nu: float) -> dict:
-    """The ``scalars`` record of a state (collective: every participant calls it): ``dt``, ``cfl``
-    (dt times the largest advective rate), ``div_max``, ``bulk_velocity``, wall shear stresses from
-    the first cell at each wall, ``re_tau`` (half-height based) and ``kinetic_energy`` per volume.
-    Two rounds: the halo exchange the divergence needs, and one reduction of everything else."""
+SCALAR_PARTS = ("rate", "div_max", "bottom", "top", "energy", "u_dz")  # what a pencil adds to a scalars record
+COMBINE = ("max", "max", "sum", "sum", "sum", "sum")  # how the pencils' parts combine
+
+
+def scalar_parts(stepper, state) -> list:
+    """This pencil's parts of the ``scalars`` record, in :data:`SCALAR_PARTS` order, as 0-d arrays
+    where the fields live (no wait for the device): the largest advective rate and divergence, the
+    first cells' sums of u at each wall, the kinetic energy and the sum of ``u dz``. Pads the
+    velocity (a halo exchange on pencils)."""
     from daskflow.ns.domain import weighted_sum
 
     domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
     xp = array_module(state.u)
     dz = device_constant(xp, domain.dz())[None, None, :]  # uploaded once, not at every record
     padded = domain.pad_velocity([state.u, state.v, state.w])
+
     def wall_sum(plane: int, holds_wall: bool):
         return state.u[:, :, plane].sum() if holds_wall else xp.zeros((), dtype=state.u.dtype)
 
-    local = {  # name: (value on this pencil, how the pencils' values combine); 0-d arrays where the fields live
-        "div_max": (abs(ops.divergence(*padded, m)).max(), "max"),
-        "bottom": (wall_sum(0, domain.region[2].start == 0), "sum"),
-        "top": (wall_sum(-1, domain.region[2].stop == grid.shape[2]), "sum"),
-        "energy": ((0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum(), "sum"),
-        "u_dz": (weighted_sum(state.u, domain.dz()), "sum"),
-    }
-    del padded
-    values = [float(v) for v in to_numpy(xp.stack([v for v, _ in local.values()]))]  # one wait for the device
-    local = {"rate": (stepper.local_rate(state), "max"),
-             **{name: (value, op) for (name, (_, op)), value in zip(local.items(), values, strict=True)}}
-    total = dict(zip(local, domain.allreduce_many([v for v, _ in local.values()], [op for _, op in local.values()]),
-                     strict=True))
+    return [stepper.local_rate(state, host=False), abs(ops.divergence(*padded, m)).max(),
+            wall_sum(0, domain.region[2].start == 0), wall_sum(-1, domain.region[2].stop == grid.shape[2]),
+            (0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum(), weighted_sum(state.u, domain.dz())]
+
+
+def flow_scalars(stepper, state, nu: float) -> dict:
+    """The ``scalars`` record of a state (collective: every participant calls it): ``dt``, ``cfl``
+    (dt times the largest advective rate), ``div_max``, ``bulk_velocity``, wall shear stresses from
+    the first cell at each wall, ``re_tau`` (half-height based) and ``kinetic_energy`` per volume.
+    Two rounds: the halo exchange the divergence needs, and one reduction of everything else."""
+    parts = scalar_parts(stepper, state)
+    local = [float(v) for v in to_numpy(array_module(state.u).stack(parts))]  # one wait for the device
+    totals = dict(zip(SCALAR_PARTS, stepper.domain.allreduce_many(local, COMBINE), strict=True))
+    return scalars_record(stepper, state.dt, totals, nu)
+
+
+def scalars_record(stepper, dt: float, totals: dict, nu: float) -> dict:
+    """The ``scalars`` record (see :func:`flow_scalars`) of a step of size ``dt`` from the domain's
+    ``totals`` of :data:`SCALAR_PARTS`."""
+    grid = stepper.grid
     area = grid.shape[0] * grid.shape[1]
     u_walls, h = stepper.bcs.u.values[2], grid.dzf
-    tau_bottom = nu * (total["bottom"] / area - u_walls[0]) / (0.5 * h[0])
-    tau_top = nu * (total["top"] / area - u_walls[1]) / (0.5 * h[-1])
+    tau_bottom = nu * (totals["bottom"] / area - u_walls[0]) / (0.5 * h[0])
+    tau_top = nu * (totals["top"] / area - u_walls[1]) / (0.5 * h[-1])
     tau = 0.5 * (abs(tau_bottom) + abs(tau_top))
-    return {"dt": state.dt, "cfl": state.dt * total["rate"], "div_max": total["div_max"],
-            "bulk_velocity": stepper.bulk_from_sum(total["u_dz"]), "tau_wall_bottom": tau_bottom,
+    return {"dt": dt, "cfl": dt * totals["rate"], "div_max": totals["div_max"],
+            "bulk_velocity": stepper.bulk_from_sum(totals["u_dz"]), "tau_wall_bottom": tau_bottom,
             "tau_wall_top": tau_top,
             "re_tau": float(np.sqrt(tau) * 0.5 * grid.lengths[2] / nu),
-            "kinetic_energy": total["energy"] / (area * grid.lengths[2])}
+            "kinetic_energy": totals["energy"] / (area * grid.lengths[2])}
 
 
 FLUSH_RECORDS = 256  # buffered scalars/profiles records appended in one block
@@ -124,6 +136,7 @@ class Output:
         self._background = background  # writes on a thread of their own (a run of one pencil)
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}  # the loop's, not yet handed over
+        self._on_device: list[tuple] = []  # scalars records whose parts are still on the GPU (see scalars)
         self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0; writes only)
         self._arrays: dict[str, dict] = {}  # records groups' arrays, opened at their first flush
         self._flushed = time.monotonic()
@@ -163,6 +176,13 @@ class Output:
 
     def _take_records(self) -> dict[str, list[dict]]:
         """The buffered records, handed over to a write (the loop buffers the next ones anew)."""
+        if self._on_device:  # every record kept on the GPU since the last take, in one wait
+            rows = to_numpy(array_module(self._on_device[0][-1]).stack([parts for *_, parts in self._on_device]))
+            for (stepper, when, step, dt, _), row in zip(self._on_device, rows, strict=True):
+                totals = dict(zip(SCALAR_PARTS, map(float, row), strict=True))
+                self._pending["scalars"].append({"time": when, "step": step,
+                                                 **scalars_record(stepper, dt, totals, self.nu)})
+            self._on_device = []
         taken, self._pending = self._pending, {name: [] for name in self._pending}
         return taken
 
@@ -179,7 +199,8 @@ class Output:
     def __call__(self, stepper, state) -> None:
         with store_errors(self.path, state.step):
             self._write_due(stepper, state)
-            if stepper.domain.rank0 and (sum(map(len, self._pending.values())) >= FLUSH_RECORDS
+            buffered = sum(map(len, self._pending.values())) + len(self._on_device)
+            if stepper.domain.rank0 and (buffered >= FLUSH_RECORDS
                                          or time.monotonic() - self._flushed >= FLUSH_SECONDS):
                 self.flush(state.step)
 
@@ -290,6 +311,13 @@ class Output:
     # ------------------------------------------------------------------ records
 
     def scalars(self, stepper, state) -> None:
+        if stepper.domain.single and is_cupy_array(state.u):
+            # one pencil on a GPU has nothing to combine: the record's parts stay on the device until
+            # the next flush takes them all in one wait, instead of a wait for the device at every
+            # step (the main job writes one every step)
+            parts = array_module(state.u).stack(scalar_parts(stepper, state))
+            self._on_device.append((stepper, state.time, state.step, state.dt, parts))
+            return
         values = flow_scalars(stepper, state, self.nu)
         if stepper.domain.rank0:
             self._pending["scalars"].append({"time": state.time, "step": state.step, **values})

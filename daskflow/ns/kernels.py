@@ -237,10 +237,10 @@ def _multiprocessors(device: int) -> int:
     return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
 
-def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
+def advective_rate(u, v, w, dx: float, dy: float, dz):
     """``max(|u|/dx + |v|/dy + |w|/dz)`` over C-contiguous CuPy fields ``(nx, ny, nz)`` in one launch
-    (``dz`` a float64 CuPy vector of the z widths): the stepper's CFL rate without its five
-    field-sized temporaries, the same value."""
+    (``dz`` a float64 CuPy vector of the z widths), as a float64 0-d CuPy array: the stepper's CFL
+    rate without its five field-sized temporaries, the same value."""
     import cupy
 
     u, v, w = (cupy.ascontiguousarray(a) for a in (u, v, w))
@@ -250,4 +250,4 @@ def advective_rate(u, v, w, dx: float, dy: float, dz) -> float:
     blocks = min((u.size + 255) // 256, 8 * _multiprocessors(cupy.cuda.runtime.getDevice()))
     kernel((max(blocks, 1),), (256,), (u, v, w, dz, out, np.int64(u.size), np.int32(u.shape[2]), scalar(dx),
                                      scalar(dy)))
-    return float(out.view(np.float64)[0])
+    return out.view(np.float64)[0]

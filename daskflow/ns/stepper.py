@@ -74,16 +74,19 @@ class Stepper:
 
     # ------------------------------------------------------------------ time step size
 
-    def local_rate(self, state: State) -> float:
-        """``max(|u|/dx + |v|/dy + |w|/dz)`` over this domain's points (1/s): the advective rate."""
+    def local_rate(self, state: State, host: bool = True):
+        """``max(|u|/dx + |v|/dy + |w|/dz)`` over this domain's points (1/s): the advective rate, a
+        number, or with ``host=False`` a 0-d array where the fields live (no wait for the device)."""
         xp = array_module(state.u)
         m = self.metrics
         dz = device_constant(xp, m.dzf[1:-1])
         if xp is not np and ops.FUSED_GPU:  # one reduction kernel, the same maximum
             from daskflow.ns import kernels
 
-            return kernels.advective_rate(state.u, state.v, state.w, m.dx, m.dy, dz)
-        return float((xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz[None, None, :]).max())
+            rate = kernels.advective_rate(state.u, state.v, state.w, m.dx, m.dy, dz)
+        else:
+            rate = (xp.abs(state.u) / m.dx + xp.abs(state.v) / m.dy + xp.abs(state.w) / dz[None, None, :]).max()
+        return float(rate) if host else rate
 
     def dt_limit(self, rate: float, cfl: float, dt_max: float) -> float:
         """CFL (and, for explicit diffusion, diffusive) limit of the RK3 scheme, times ``cfl``, from

@@ -255,3 +255,21 @@ def test_the_run_overhead_benchmark_times_every_run_on_every_worker(monkeypatch)
     for r in rows:
         assert 0 < r["entered_ms"] < r["left_ms"] < r["returned_ms"]
         assert 0 < r["body_ms"] < r["left_ms"] - r["entered_ms"]
+
+
+def test_the_workers_load_the_store_with_the_set_up(tmp_path):
+    """A run that writes a store has its workers import it while the pencils are made, before the
+    first step (zarr's import otherwise fell in the first run segment)."""
+    import sys
+
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["solver"] = {"pencils": [2, 1]}
+    cfg["output"] = {"store": str(tmp_path / "run.zarr"), "scalars_every": 1}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            Client(c) as client:
+        def loaded() -> bool:
+            return "daskflow.io.store" in sys.modules
+
+        assert not any(client.run(loaded).values())
+        Simulation(cfg, client=client)
+        assert all(client.run(loaded).values())

@@ -21,7 +21,7 @@ import numpy as np
 from daskflow.backend import cupy_or_none, to_numpy
 from daskflow.ns import runs
 from daskflow.ns.domain import FlowDomain, FlowPlan
-from daskflow.ns.placement import placed, read_pencil, set_pencil, to_device
+from daskflow.ns.placement import load_modules, placed, read_pencil, set_pencil, to_device
 from daskflow.ns.stepper import State
 from daskflow.pencils.executor import Member
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
@@ -96,9 +96,11 @@ def initial_on_worker(plan: FlowPlan, run_id: str, workers: list[str], pencil: d
 
 
 def empty_pencil(plan: FlowPlan, key: tuple[int, int], clock: dict) -> dict:
-    """Zero fields of pencil ``key`` on this worker's device (in the operators' memory order) and ``clock``."""
+    """Zero fields of pencil ``key`` on this worker's device (in the operators' memory order) and
+    ``clock``; the modules its runs will use are loaded with them (:func:`load_modules`)."""
     from daskflow.ns.operators import memory_order
 
+    load_modules(plan)
     dec = plan.poisson_plan.decomposition
     shape = (plan.grid.shape[0], dec.y[key[0]].stop - dec.y[key[0]].start, dec.z[key[1]].stop - dec.z[key[1]].start)
     xp, order = np, "F"  # as a scattered host pencil

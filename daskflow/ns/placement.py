@@ -37,6 +37,19 @@ def to_device(pencil: dict, device: str) -> dict:
     return {k: cupy.asarray(v, order=order) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}
 
 
+def load_modules(plan: FlowPlan) -> None:
+    """Load on this worker what a run of ``plan`` will import, as part of the run's set-up instead
+    of in its first steps: the GPU transforms (cuFFT through ``cupyx.scipy.fft``) and, for a run
+    that writes a store, zarr. On a GPU host with one worker these took most of the main job's
+    first segment (``docs/performance.md``)."""
+    if plan.device == "gpu":
+        from daskflow.poisson.stages import gpu_irfft2
+
+        gpu_irfft2()
+    if plan.output is not None and plan.output.store:
+        from daskflow.io import store  # noqa: F401 - zarr and its codecs
+
+
 def _host(plan: FlowPlan, values) -> np.ndarray:
     """A Fortran-ordered host copy in the plan's dtype (as ``Simulation.set`` makes in process)."""
     return np.array(to_numpy(values), dtype=plan.poisson_plan.dtype, order="F", copy=True)
@@ -47,6 +60,7 @@ def _finish(plan: FlowPlan, key: tuple[int, int], pencil: dict, made: set) -> di
     ``made``, the ones made here, is copied before its wall face changes: a task's inputs are
     never changed)."""
     pencil = to_device(pencil, plan.device)
+    load_modules(plan)
     bcs, counts = plan.bcs, plan.poisson_plan.decomposition.pencils
     for component, name in enumerate(("u", "v", "w")):
         if holds_wall(bcs, counts, key, component):

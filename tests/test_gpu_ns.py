@@ -285,17 +285,22 @@ def test_gpu_pressure_rows_from_the_transpose_give_the_halo_paths_bits(cupy, mon
                                       err_msg=name)
 
 
-def test_a_gpu_pencils_scalars_wait_on_the_device_for_the_flush(cupy, tmp_path, monkeypatch):
+@pytest.mark.parametrize("dt, dtype", [(None, "float64"), (0.01, "float64"), (None, "float32")],
+                         ids=["cfl", "fixed-dt-graphs", "float32"])
+def test_a_gpu_pencils_scalars_wait_on_the_device_for_the_flush(cupy, tmp_path, monkeypatch, dt, dtype):
     """One pencil on the GPU keeps every step's scalars on the device until a flush takes them in
     one wait: the store holds a record per step, the last equal to the record of the final state
-    computed at once (``diagnostics``), and no record was computed the immediate way."""
+    computed at once (``diagnostics``), and no record was computed the immediate way; with a fixed
+    step the steps replay a CUDA graph, which overwrites its fields in place at every step."""
     import xarray as xr
 
     from daskflow.io import output
     from tests.test_pencil_team import CHANNEL, _config
 
     cfg = _config(CHANNEL, "z")
-    cfg["solver"]["device"] = "gpu"
+    cfg["solver"].update(device="gpu", dtype=dtype)
+    if dt is not None:
+        cfg["time"]["dt"] = dt
     cfg["output"] = {"store": str(tmp_path / "run.zarr"), "scalars_every": 1, "profiles_every": 0,
                      "checkpoint_every": 0}
     immediate = []

@@ -80,6 +80,8 @@ def test_the_rows_code_drops_the_pressure_halo_at_py_by_1_only():
     assert "halo-x1" not in names and names.count("halo-x4") == 3
     walls_in_y = pm.step_exchanges(shape, (4, 1), 4, machine=rows, periodic=(True, False, False))
     assert [e.name for e in walls_in_y].count("halo-x1") == 3
+    with pytest.raises(ValueError, match="Machine.code must be"):
+        pm.step_exchanges(shape, (4, 1), 4, machine=replace(before, code="row"))
 
 
 def test_all_rows_moves_what_gather_and_scatter_move():

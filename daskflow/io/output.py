@@ -54,12 +54,13 @@ def scalar_parts(stepper, state) -> list:
     domain, m, grid = stepper.domain, stepper.metrics, stepper.grid
     xp = array_module(state.u)
     dz = device_constant(xp, domain.dz())[None, None, :]  # uploaded once, not at every record
+    rate = stepper.local_rate(state, host=False)  # before the padded copies exist (its temporaries)
     padded = domain.pad_velocity([state.u, state.v, state.w])
 
     def wall_sum(plane: int, holds_wall: bool):
         return state.u[:, :, plane].sum() if holds_wall else xp.zeros((), dtype=state.u.dtype)
 
-    return [stepper.local_rate(state, host=False), abs(ops.divergence(*padded, m)).max(),
+    return [rate, abs(ops.divergence(*padded, m)).max(),
             wall_sum(0, domain.region[2].start == 0), wall_sum(-1, domain.region[2].stop == grid.shape[2]),
             (0.5 * (state.u**2 + state.v**2 + state.w**2) * dz).sum(), weighted_sum(state.u, domain.dz())]
 

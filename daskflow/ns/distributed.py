@@ -258,7 +258,7 @@ class WorkerPencils:
         self.comm = choose_comm(client, self.workers, comm, plan.device)  # the exchanges' transport
         self.comm_spec = None  # its communicator (:func:`make_comm` before every run)
         self.pencils: list | None = None
-        self._spent: list | None = None  # futures to let go after the next submission (see submit)
+        self._spent: list | None = None  # futures to let go with the next submission (see submit)
         self.runs = 0
 
     def place_plans(self) -> None:
@@ -274,7 +274,7 @@ class WorkerPencils:
     def scatter(self, state: State) -> None:
         """Send ``state``'s host fields as pencils to their workers."""
         dec = self.plan.poisson_plan.decomposition
-        self.pencils = []
+        self.pencils, self._spent = [], None  # new pencils: the old ones' data go now
         for key in dec.indices:
             y, z = dec.y[key[0]], dec.z[key[1]]
             pencil = {name: np.asfortranarray(to_numpy(getattr(state, name))[:, y, z]) for name in runs.FIELDS}
@@ -289,6 +289,7 @@ class WorkerPencils:
     def create(self, state: State) -> None:
         """Empty pencils (zeros, ``state``'s clock) made on their workers."""
         clock = {"time": state.time, "step": state.step, "dt": state.dt, "forcing_gradient": state.forcing_gradient}
+        self._spent = None
         self.pencils = [self.client.submit(empty_pencil, self.plans[self.owner(key)], key, clock,
                                            workers=[self.owner(key)], allow_other_workers=False, pure=False)
                         for key in self.plan.poisson_plan.decomposition.indices]
@@ -299,6 +300,7 @@ class WorkerPencils:
         region), with ``clock``; a damaged region raises the
         :class:`~daskflow.io.store.CheckpointError` a whole read would (:func:`placed`)."""
         clock = {name: clock[name] for name in ("time", "step", "dt", "forcing_gradient")}
+        self._spent = None
         futures = [self.client.submit(read_pencil, self.plans[self.owner(key)], key, path, slot, clock,
                                       workers=[self.owner(key)], allow_other_workers=False, pure=False)
                    for key in self.plan.poisson_plan.decomposition.indices]
@@ -311,6 +313,7 @@ class WorkerPencils:
         worker; the other fields stay where they are (zeros with ``state``'s clock if none are)."""
         if self.pencils is None:
             self.create(state)
+        self._spent = None
         dec = self.plan.poisson_plan.decomposition
         futures = []
         for key, pencil in zip(dec.indices, self.pencils, strict=True):
@@ -359,13 +362,15 @@ class WorkerPencils:
             calls.append((fn, (self.plans[owner], run_id, self.workers, pencil, ready, *args),
                           {"comm": self.comm_spec, "scope": self.scope, **extra, "workers": [owner],
                            "allow_other_workers": False, "pure": False}))
-        futures = submit_together(self.client, calls)
+        # Futures done with (the inputs of the run before, a record's tasks) are let go in the same
+        # batch as this call's tasks, not when they were done with: a release sent just before the
+        # submission held the tasks back by the client's batching interval (the 2-GPU channel step's
+        # tasks entered their workers 10 ms after the submission, 4 ms now). Their workers free them
+        # as this call's tasks arrive, before its steps allocate anything.
+        spent, self._spent = self._spent or [], None
+        futures = submit_together(self.client, calls, spent)
         took_turn(self.client, dict(zip(owners, futures, strict=True)))
-        # Futures done with (the inputs of the run before, a record's tasks) are let go now, after
-        # this run's tasks went out: letting a future go sends a message, and the client batches
-        # messages sent within 10 ms of one another, so a release just before the submission held the
-        # tasks back by up to 10 ms (the 2-GPU channel step entered its tasks 10 ms after the submit).
-        self._spent = self.pencils
+        self._spent = list(self.pencils)  # this call's inputs: done with once it succeeds
         try:
             self._wait(futures, list(markers.values()), run_id, sorted(set(owners)), stop)
         except BaseException:

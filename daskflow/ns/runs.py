@@ -11,6 +11,7 @@ so every participant must call the same body with the same arguments.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 
 from daskflow.ns.domain import FlowDomain, FlowPlan
@@ -97,9 +98,13 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
         return domain.carried_result > 0.0
 
     # on an error, what was handed to the store's thread still reaches the store
-    with contextlib.nullcontext() if writer is None else writer.closing_on_error():
-        advance(plan.time, stepper, state, steps, until, after_step, None if stop_requested is None else should_stop)
-    state.forcing_gradient = float(state.forcing_gradient)  # the run's one wait for its last step
+    try:
+        with contextlib.nullcontext() if writer is None else writer.closing_on_error():
+            advance(plan.time, stepper, state, steps, until, after_step,
+                    None if stop_requested is None else should_stop)
+    finally:  # the run's one wait for its last step; after an error, the number if there is one
+        with contextlib.nullcontext() if sys.exc_info()[0] is None else contextlib.suppress(Exception):
+            state.forcing_gradient = float(state.forcing_gradient)
     if writer is not None:
         writer.finish(domain, state.step)
     return state

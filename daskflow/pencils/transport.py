@@ -323,14 +323,19 @@ def took_turn(client, outputs: dict) -> None:
                                  else None)
 
 
-def submit_together(client, calls: Sequence[tuple[Callable, tuple, dict]]) -> list:
+def submit_together(client, calls: Sequence[tuple[Callable, tuple, dict]], spent: list | None = None) -> list:
     """``client.submit(fn, *args, **kwargs)`` for every ``(fn, args, kwargs)`` of ``calls`` (the
-    fused tasks of one collective call), their messages leaving in one batch. Submitted one by one
-    from the caller's thread, the first message goes out at once and the client holds the next ones
-    for its batching interval (10 ms in distributed 2026.7): the tasks of one run reached their
-    workers up to 10 ms apart, and every peer waits for the last. From the client's event loop they
-    are all queued before its sender runs."""
+    fused tasks of one collective call), their messages leaving in one batch with the releases of
+    the futures in ``spent`` (emptied here; futures done with, whose data may go now).
+
+    The client batches what it sends within 10 ms of one another (distributed 2026.7). Submitted one
+    by one from the caller's thread, the first task went out at once and the others waited for the
+    next batch; a release sent just before (when a run's outputs replaced its inputs) held back all
+    of them. From the client's event loop every message is queued before its sender runs."""
+    spent = spent if spent is not None else []
+
     def submit_all() -> list:
+        spent.clear()  # the releases, queued first
         return [client.submit(fn, *args, **kwargs) for fn, args, kwargs in calls]
 
     if client.asynchronous:  # already on the loop's thread: nothing can run in between

@@ -41,6 +41,8 @@ CURRENT_HALOS = (4, 3, 1, 4, 3, 1, 4, 3, 1, 3)  # fields of each halo round of o
 
 def halo_rounds(pencils, periodic, code: str) -> tuple[int, ...]:
     """Fields of each halo round of one step in ``code`` (``current`` or ``rows``, see the module)."""
+    if code not in ("current", "rows"):
+        raise ValueError(f"Machine.code must be 'current', 'rows' or 'legacy'; got {code!r}")
     rows = code == "rows" and pencils[0] > 1 and pencils[1] == 1 and periodic[1]
     return tuple(f for f in CURRENT_HALOS if not (rows and f == 1))
 

@@ -283,7 +283,7 @@ class WorkerPencils:
             # a list, not the dict itself: a scattered dict becomes one future per item keyed by the
             # item names ("u", "v", ...), so every pencil would overwrite the previous one's keys
             [future] = self.client.scatter([pencil], workers=[owner], hash=False)
-            self.pencils.append(self.client.submit(to_device, future, self.plan.device, workers=[owner],
+            self.pencils.append(self.client.submit(to_device, future, self.plans[owner], workers=[owner],
                                                    allow_other_workers=False, pure=False))
 
     def create(self, state: State) -> None:

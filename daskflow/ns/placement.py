@@ -21,17 +21,15 @@ from daskflow.ns.runs import FIELDS
 COMPONENTS = {"u": 0, "v": 1, "w": 2, "p": None}
 
 
-def to_device(pencil: dict, device: str) -> dict:
-    """Move a host pencil to the worker's GPU (CuPy, in the operators' memory order) when asked to,
-    and load the GPU transforms' modules there, as part of the run's set-up."""
-    if device != "gpu":
+def to_device(pencil: dict, plan: FlowPlan) -> dict:
+    """A host pencil on the worker's GPU (CuPy, in the operators' memory order) when ``plan`` runs
+    there, with the modules its runs will use loaded as part of the set-up (:func:`load_modules`)."""
+    load_modules(plan)
+    if plan.device != "gpu":
         return pencil
     import cupy
 
     from daskflow.ns.operators import memory_order
-    from daskflow.poisson.stages import gpu_irfft2
-
-    gpu_irfft2()
 
     order = memory_order(cupy)
     return {k: cupy.asarray(v, order=order) if isinstance(v, np.ndarray) else v for k, v in pencil.items()}
@@ -59,8 +57,7 @@ def _finish(plan: FlowPlan, key: tuple[int, int], pencil: dict, made: set) -> di
     """``pencil`` on the worker's device with its velocity wall faces reset (a field not in
     ``made``, the ones made here, is copied before its wall face changes: a task's inputs are
     never changed)."""
-    pencil = to_device(pencil, plan.device)
-    load_modules(plan)
+    pencil = to_device(pencil, plan)
     bcs, counts = plan.bcs, plan.poisson_plan.decomposition.pencils
     for component, name in enumerate(("u", "v", "w")):
         if holds_wall(bcs, counts, key, component):

@@ -121,7 +121,7 @@ def forward_xy(plan: SpectralPlan, key, a, *_):
 def gpu_irfft2():
     """CuPy's inverse 2-D real FFT that may destroy its input (``cupyx.scipy.fft.irfft2``). Its first
     import pulls in SciPy's FFT and sparse modules, about a second on a GPU host: a GPU run imports
-    it while it places its fields (:func:`daskflow.ns.placement.to_device`), not in its first step."""
+    it while it places its fields (:func:`daskflow.ns.placement.load_modules`), not in its first step."""
     import cupyx.scipy.fft
 
     return cupyx.scipy.fft.irfft2

@@ -27,6 +27,8 @@ def one(gpus: int, mib: float) -> dict:
     import cupy as cp
     from cupy.cuda import nccl
 
+    from daskflow.backend import device_name
+
     devices = list(range(gpus))
     comms = nccl.NcclCommunicator.initAll(devices)
     per_peer = int(mib * 2**20)
@@ -61,7 +63,7 @@ def one(gpus: int, mib: float) -> dict:
     synchronize()
     ms = (time.perf_counter() - start) / REPEATS * 1e3
     settings = {k: v for k, v in os.environ.items() if k.startswith("NCCL_") and k != "NCCL_NVLS_ENABLE"}
-    return {"benchmark": "nccl_p2p_settings", "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+    return {"benchmark": "nccl_p2p_settings", "device": device_name(cp),
             "gpus": gpus, "mib_to_each_peer": mib, "ms": ms, "gb_s_out": per_peer * (gpus - 1) / ms / 1e6,
             "nccl": nccl.get_version(), "settings": settings}
 

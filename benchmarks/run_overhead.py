@@ -14,12 +14,13 @@ submission, one row per run and worker; the steps themselves are in ``body_ms``.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
 from channel_step import _config, cluster_device, cuda_cluster
 from emit import emit
+
+from daskflow.backend import device_name
 
 
 def _wrap_task(dask_worker=None) -> None:
@@ -100,7 +101,7 @@ def main() -> None:
         cfg["solver"]["device"] = "cpu"
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, Client(cluster) as client:
-        device = cluster_device(client) if args.gpus else platform.processor() or platform.machine()
+        device = cluster_device(client) if args.gpus else device_name(np)
         rows = measure(client, cfg, args.steps, args.runs, args.back_to_back)
     entered = [r["entered_ms"] for r in rows]
     emit({"benchmark": "run_overhead", "device": device, "workers": n, "shape": cfg["grid"]["shape"],

@@ -137,7 +137,8 @@ class Output:
         self._background = background  # writes on a thread of their own (a run of one pencil)
         self._root = None
         self._pending: dict[str, list[dict]] = {"scalars": [], "profiles": []}  # the loop's, not yet handed over
-        self._on_device: list[tuple] = []  # scalars records whose parts are still on the GPU (see scalars)
+        self._on_device: list[tuple] = []  # (time, step, dt, parts) of scalars records still on the GPU (scalars)
+        self._stepper = None  # the stepper those records are of (one per run)
         self._touched: set[str] = set()  # groups whose metadata changed since the last commit (rank0; writes only)
         self._arrays: dict[str, dict] = {}  # records groups' arrays, opened at their first flush
         self._flushed = time.monotonic()
@@ -179,10 +180,10 @@ class Output:
         """The buffered records, handed over to a write (the loop buffers the next ones anew)."""
         if self._on_device:  # every record kept on the GPU since the last take, in one wait
             rows = to_numpy(array_module(self._on_device[0][-1]).stack([parts for *_, parts in self._on_device]))
-            for (stepper, when, step, dt, _), row in zip(self._on_device, rows, strict=True):
+            for (when, step, dt, _), row in zip(self._on_device, rows, strict=True):
                 totals = dict(zip(SCALAR_PARTS, map(float, row), strict=True))
                 self._pending["scalars"].append({"time": when, "step": step,
-                                                 **scalars_record(stepper, dt, totals, self.nu)})
+                                                 **scalars_record(self._stepper, dt, totals, self.nu)})
             self._on_device = []
         taken, self._pending = self._pending, {name: [] for name in self._pending}
         return taken
@@ -316,8 +317,9 @@ class Output:
             # one pencil on a GPU has nothing to combine: the record's parts stay on the device until
             # the next flush takes them all in one wait, instead of a wait for the device at every
             # step (the main job writes one every step)
+            self._stepper = stepper
             parts = array_module(state.u).stack(scalar_parts(stepper, state))
-            self._on_device.append((stepper, state.time, state.step, state.dt, parts))
+            self._on_device.append((state.time, state.step, state.dt, parts))
             return
         values = flow_scalars(stepper, state, self.nu)
         if stepper.domain.rank0:

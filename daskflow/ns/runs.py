@@ -11,7 +11,6 @@ so every participant must call the same body with the same arguments.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable
 
 from daskflow.ns.domain import FlowDomain, FlowPlan
@@ -102,9 +101,11 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
         with contextlib.nullcontext() if writer is None else writer.closing_on_error():
             advance(plan.time, stepper, state, steps, until, after_step,
                     None if stop_requested is None else should_stop)
-    finally:  # the run's one wait for its last step; after an error, the number if there is one
-        with contextlib.nullcontext() if sys.exc_info()[0] is None else contextlib.suppress(Exception):
+    except BaseException:
+        with contextlib.suppress(Exception):  # the number, where the device can still give it
             state.forcing_gradient = float(state.forcing_gradient)
+        raise
+    state.forcing_gradient = float(state.forcing_gradient)  # the run's one wait for its last step
     if writer is not None:
         writer.finish(domain, state.step)
     return state

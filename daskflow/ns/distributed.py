@@ -243,6 +243,7 @@ class WorkerPencils:
     decomposition order, or ``None`` until the fields are first placed)."""
 
     def __init__(self, client, plan: FlowPlan, comm: str, store: str | None) -> None:
+        from daskflow.pencils import control
         from daskflow.pencils.direct import ensure_mailboxes
         from daskflow.pencils.graph import live_workers
         from daskflow.pencils.transport import choose_comm
@@ -254,6 +255,7 @@ class WorkerPencils:
             raise ValueError(f"config solver.pencils: {py} x {pz} pencils need exactly {py * pz} workers "
                              f"(one pencil per worker); the cluster has {len(self.workers)}")
         ensure_mailboxes(client)
+        control.shorten(client)
         self.place_plans()
         self.comm = choose_comm(client, self.workers, comm, plan.device)  # the exchanges' transport
         self.comm_spec = None  # its communicator (:func:`make_comm` before every run)

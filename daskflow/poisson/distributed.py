@@ -26,6 +26,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from daskflow.backend import is_cupy_array
+from daskflow.pencils import control
 from daskflow.pencils.direct import abort_here, ensure_mailboxes, ready_marker, run_on_worker
 from daskflow.pencils.graph import DaskExecutor, live_workers, placement_annotations, scatter_per_worker
 from daskflow.pencils.layout import chunk_owner, pencil_chunks
@@ -139,6 +140,7 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
         return cache[cache_key]
     plans = scatter_per_worker(client, solver.plan, workers)
     ensure_mailboxes(client)
+    control.shorten(client)
     dec = solver.plan.decomposition
     owners = {chunk_owner(k, workers, dec.pz) for k in dec.indices}
     participants = tuple(w for w in workers if w in owners)

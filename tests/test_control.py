@@ -1,0 +1,73 @@
+"""The batching intervals of a cluster's control streams while daskflow runs pencils on it."""
+
+import copy
+
+import dask
+import dask.array as da
+import numpy as np
+from distributed import Client, LocalCluster
+
+from daskflow import Grid, PoissonSolver, Simulation
+from daskflow.pencils import control
+from daskflow.poisson.distributed import home_chunks
+from tests.helpers import CHANNEL
+
+DISTRIBUTED_DEFAULTS = {"client": 0.01, "scheduler": 0.005, "scheduler to clients": 0.002, "workers": 0.002}
+
+
+def _flat(intervals: dict) -> dict:
+    """Per stream kind, the set of intervals found on the cluster."""
+    out = {}
+    for kind, value in intervals.items():
+        values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+        out[kind] = set(values)
+    return out
+
+
+def _two_pencil_channel() -> dict:
+    cfg = copy.deepcopy(CHANNEL)
+    cfg["grid"]["shape"] = [8, 8, 8]
+    cfg["solver"] = {"pencils": [2, 1], "device": "cpu"}
+    return cfg
+
+
+def test_a_pencil_run_shortens_every_control_stream_also_of_workers_that_join_later():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        before = _flat(control.intervals(client))
+        assert before == {kind: {value} for kind, value in DISTRIBUTED_DEFAULTS.items()}
+        sim = Simulation(_two_pencil_channel(), client=client)
+        sim.run(steps=2)
+        assert sim.step == 2
+        chosen = dask.config.get("daskflow.control-interval")
+        assert chosen < min(DISTRIBUTED_DEFAULTS.values())
+        assert _flat(control.intervals(client)) == {kind: {chosen} for kind in DISTRIBUTED_DEFAULTS}
+        cluster.scale(3)
+        client.wait_for_workers(3)
+        after = control.intervals(client)
+        assert len(after["workers"]) == len(after["scheduler"]) == 3
+        assert _flat(after) == {kind: {chosen} for kind in DISTRIBUTED_DEFAULTS}
+
+
+def test_a_distributed_solve_sets_the_configured_interval():
+    grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    rhs = np.asfortranarray(np.random.default_rng(3).standard_normal(grid.shape))
+    with dask.config.set({"daskflow.control-interval": 0.001}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        solver = PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", "ptdma", (1, 2), granularity="fused")
+        x = solver.solve(da.from_array(rhs, chunks=home_chunks(solver))).compute()
+        assert _flat(control.intervals(client)) == {kind: {0.001} for kind in DISTRIBUTED_DEFAULTS}
+    np.testing.assert_allclose(x, solver.solve(rhs), rtol=0, atol=1e-12 * np.abs(x).max())
+
+
+def test_a_stream_without_an_interval_is_left_alone():
+    class Other:
+        pass
+
+    assert control.set_interval(None, 0.001) is False
+    assert control.set_interval(Other(), 0.001) is False
+    stream = Other()
+    stream.interval = 0.01
+    assert control.set_interval(stream, 0.001) is True
+    assert stream.interval == 0.001

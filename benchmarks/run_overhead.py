@@ -8,7 +8,8 @@ Between two runs the client asks for a record (``Simulation.diagnostics``), as `
 does after every segment; ``--back-to-back`` leaves it out. Each worker's task body is wrapped (on
 the workers, through ``client.run``) to note the wall-clock time it entered, when its steps ended
 and when it left; the client notes its submission and when the run returned. Times are ms from the
-submission, one row per run and worker; the steps themselves are in ``body_ms``.
+submission, one row per run and worker; the steps themselves are in ``body_ms``. The control
+streams' batching intervals in force (``daskflow.control-interval``) are printed beside them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from channel_step import _config, cluster_device, cuda_cluster
 from emit import emit
 
 from daskflow.backend import device_name
+from daskflow.pencils import control
 
 
 def _wrap_task(dask_worker=None) -> None:
@@ -103,12 +105,13 @@ def main() -> None:
     with cluster, Client(cluster) as client:
         device = cluster_device(client) if args.gpus else device_name(np)
         rows = measure(client, cfg, args.steps, args.runs, args.back_to_back)
+        intervals = control.intervals(client)
     entered = [r["entered_ms"] for r in rows]
     emit({"benchmark": "run_overhead", "device": device, "workers": n, "shape": cfg["grid"]["shape"],
           "steps_per_run": args.steps, "between_runs": "none" if args.back_to_back else "a record",
           "entered_ms_median": float(np.median(entered)), "entered_ms_max": float(np.max(entered)),
           "seen_after_leaving_ms_median": float(np.median([r["seen_after_leaving_ms"] for r in rows])),
-          "rows": rows}, args.json)
+          "control_intervals_s": intervals, "rows": rows}, args.json)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ from daskflow.pencils import control
 from daskflow.poisson.distributed import home_chunks
 from tests.helpers import CHANNEL
 
-DISTRIBUTED_DEFAULTS = {"client": 0.01, "scheduler": 0.005, "scheduler to clients": 0.002, "workers": 0.002}
-
 
 def _flat(intervals: dict) -> dict:
     """Per stream kind, the set of intervals found on the cluster."""
@@ -35,18 +33,20 @@ def test_a_pencil_run_shortens_every_control_stream_also_of_workers_that_join_la
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         before = _flat(control.intervals(client))
-        assert before == {kind: {value} for kind, value in DISTRIBUTED_DEFAULTS.items()}
+        assert before == {kind: {value} for kind, value in control.DISTRIBUTED.items()}
         sim = Simulation(_two_pencil_channel(), client=client)
         sim.run(steps=2)
         assert sim.step == 2
         chosen = dask.config.get("daskflow.control-interval")
-        assert chosen < min(DISTRIBUTED_DEFAULTS.values())
-        assert _flat(control.intervals(client)) == {kind: {chosen} for kind in DISTRIBUTED_DEFAULTS}
+        assert chosen < min(control.DISTRIBUTED.values())
+        assert _flat(control.intervals(client)) == {kind: {chosen} for kind in control.DISTRIBUTED}
         cluster.scale(3)
         client.wait_for_workers(3)
         after = control.intervals(client)
-        assert len(after["workers"]) == len(after["scheduler"]) == 3
-        assert _flat(after) == {kind: {chosen} for kind in DISTRIBUTED_DEFAULTS}
+        assert len(after["workers"]) == len(after["scheduler to workers"]) == 3
+        assert _flat(after) == {kind: {chosen} for kind in control.DISTRIBUTED}
+        control.set_intervals(client, control.DISTRIBUTED)
+        assert _flat(control.intervals(client)) == {kind: {value} for kind, value in control.DISTRIBUTED.items()}
 
 
 def test_a_distributed_solve_sets_the_configured_interval():
@@ -57,7 +57,7 @@ def test_a_distributed_solve_sets_the_configured_interval():
             Client(cluster) as client:
         solver = PoissonSolver(grid, ("PP", "NN", "DN"), "ccc", "ptdma", (1, 2), granularity="fused")
         x = solver.solve(da.from_array(rhs, chunks=home_chunks(solver))).compute()
-        assert _flat(control.intervals(client)) == {kind: {0.001} for kind in DISTRIBUTED_DEFAULTS}
+        assert _flat(control.intervals(client)) == {kind: {0.001} for kind in control.DISTRIBUTED}
     np.testing.assert_allclose(x, solver.solve(rhs), rtol=0, atol=1e-12 * np.abs(x).max())
 
 
@@ -71,3 +71,25 @@ def test_a_stream_without_an_interval_is_left_alone():
     stream.interval = 0.01
     assert control.set_interval(stream, 0.001) is True
     assert stream.interval == 0.001
+
+
+def test_the_latency_benchmark_times_both_modes_and_leaves_daskflow_s_intervals(monkeypatch):
+    """``benchmarks/control_latency.py`` on CPU workers: every figure of both modes, in alternation,
+    and the cluster back on daskflow's intervals afterwards."""
+    import os
+
+    from tests.helpers import ROOT, benchmark_module
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    bench = benchmark_module("control_latency")
+    grid = Grid((8, 8, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        solver = PoissonSolver(grid, ("PP", "PP", "NN"), "ccc", "ptdma", (1, 2), granularity="fused", device="cpu")
+        rhs = da.random.default_rng(0).standard_normal(grid.shape, chunks=home_chunks(solver)).persist()
+        rows = bench.measure(client, solver, rhs, repeat=1, chain=2, pause=0.0, rounds=2)
+        chosen = dask.config.get("daskflow.control-interval")
+        assert _flat(control.intervals(client)) == {kind: {chosen} for kind in control.DISTRIBUTED}
+    assert [r["mode"] for r in rows] == ["daskflow", "distributed"] * 2
+    assert all(r[k] > 0 for r in rows for k in ("noop_ms", "solve_ms", "chained_ms"))
+    assert set(bench.summary(rows)) == {"daskflow", "distributed"}

@@ -391,29 +391,47 @@ def _ms(x, digits=1) -> str:
     return "—" if x is None else _f(x, digits)
 
 
+def _parameter_table(m, sources: dict) -> str:
+    return _table(["parameter", "value", "unit", "fitted on"],
+                  [[f"`{k}`", f"{getattr(m, k) * scale:.3g}", unit, src] for k, (scale, unit, src) in sources.items()])
+
+
+def _validation_table(rows: list[dict]) -> str:
+    return _table(["source", "case", "role", "measured ms", "predicted ms", "ratio", "bound by"],
+                  [[r["source"], r["case"], r["role"], _f(r["measured_ms"], 2), _f(r["predicted_ms"], 2),
+                    _f(r["ratio"], 2), r["bound"] or "—"] for r in rows])
+
+
+def _bounds(m, layouts) -> tuple[str, dict]:
+    """What bounds the 512 x 256 x 144-per-GPU step at each of ``layouts`` (the model), as a table, and
+    the predictions by layout."""
+    rows, pred = [], {}
+    one = perfmodel.predict_step("ptdma", (512, 256, 144), (1, 1), 1, machine=m, steps_per_run=None)
+    for pencils in layouts:
+        gpus = pencils[0] * pencils[1]
+        shape = (512, 256 * gpus, 144)  # as measured: 512 x 256 x 144 points per GPU
+        p = pred[pencils] = perfmodel.predict_step("ptdma", shape, pencils, gpus, machine=m, steps_per_run=None)
+        rows.append([gpus, _grid(shape), _pencils(pencils), p["exchanges"], _f(1e3 * p["gpu_s"]),
+                     _f(1e3 * p["host_s"]), _f(1e3 * (p["transfer_s"] + p["copy_s"] + p["latency_s"])), p["bound"],
+                     _f(one["total_s"] / p["total_s"], 2), _f(one["total_s"] / p["gpu_s"], 2)])
+    return _table(["GPUs", "grid", "pencils", "rounds", "GPU timeline ms", "host timeline ms",
+                   "of the GPU's: links, copies, latency ms", "bound by", "efficiency",
+                   "efficiency, GPU timeline alone"], rows), pred
+
+
 def refit_section(results_dir) -> str:
     """The H100 refit: parameters and their sources, residuals, and what bounds the step."""
     m = perfmodel.H100_NVLINK
-    params = _table(["parameter", "value", "unit", "fitted on"],
-                    [[f"`{k}`", f"{getattr(m, k) * scale:.3g}", unit, src]
-                     for k, (scale, unit, src) in perfmodel.PARAMETER_SOURCES.items()])
+    params = _parameter_table(m, perfmodel.PARAMETER_SOURCES)
     rows = perfmodel.validate_h100(results_dir, m)
-    table = _table(["source", "case", "role", "measured ms", "predicted ms", "ratio", "bound by"],
-                   [[r["source"], r["case"], r["role"], _f(r["measured_ms"], 2), _f(r["predicted_ms"], 2),
-                     _f(r["ratio"], 2), r["bound"] or "—"] for r in rows])
+    table = _validation_table(rows)
     fits = [abs(r["ratio"] - 1) for r in rows if r["role"] == "fit"]
     steps = [r for r in rows if r["role"] == "check" and r["case"].endswith("step")]
     near = [r for r in steps if abs(r["ratio"] - 1) <= 0.15]
-    layouts, bound = [], {}
-    for pencils in ((1, 1), (4, 1), (2, 2), (1, 4)):
-        gpus = pencils[0] * pencils[1]
-        shape = (512, 256 * gpus, 144)  # as measured: 512 x 256 x 144 points per GPU
-        p = bound[pencils] = perfmodel.predict_step("ptdma", shape, pencils, gpus, machine=m, steps_per_run=None)
-        layouts.append([gpus, _grid(shape), _pencils(pencils), p["exchanges"], _f(1e3 * p["gpu_s"]),
-                        _f(1e3 * p["host_s"]), _f(1e3 * (p["transfer_s"] + p["copy_s"] + p["latency_s"])), p["bound"]])
+    limits, bound = _bounds(m, ((1, 1), (4, 1), (2, 2), (1, 4)))
+    layouts = [[None, None, None, None, _f(1e3 * p["gpu_s"]), _f(1e3 * p["host_s"]),
+                _f(1e3 * (p["transfer_s"] + p["copy_s"] + p["latency_s"]))] for p in bound.values()]
     margin = 100 * (bound[4, 1]["gpu_s"] / bound[4, 1]["host_s"] - 1)
-    limits = _table(["GPUs", "grid", "pencils", "rounds", "GPU timeline ms", "host timeline ms",
-                     "of the GPU's: links, copies, latency ms", "bound by"], layouts)
     return f"""## Cost model refit on 4 × H100 with the host floor (generated; `perfmodel.H100_NVLINK`)
 
 `perfmodel.calibrate_h100()` re-derives every parameter from the H100 files (NCCL exchanges inside
@@ -455,6 +473,58 @@ timeline, about the one-GPU step's 46 ms.
 """
 
 
+def h200_refit_section(results_dir) -> str:
+    """The H200 refit of the current code: parameters, residuals, what bounds each layout."""
+    m = perfmodel.H200_NCCL
+    rows = perfmodel.validate_h200(results_dir, m)
+    steps = [r for r in rows if r["role"] == "check" and r["case"].endswith("step")]
+    near = [r for r in steps if abs(r["ratio"] - 1) <= 0.15]
+    limits, p = _bounds(m, ((1, 1), (2, 1), (4, 1), (2, 2), (1, 4)))
+    one = p[1, 1]["total_s"]
+
+    def per_round(target: float, pencils) -> float:
+        """The host's cost per round at which ``pencils`` reaches efficiency ``target`` (ms)."""
+        return 1e3 * (one / target - m.host_step_floor) / p[pencils]["exchanges"]
+
+    return f"""## Cost model refit on 4 × H200, the current code (generated; `perfmodel.H200_NCCL`)
+
+`perfmodel.calibrate_h200()` re-derives every parameter from the newest H200 files
+(`perfmodel.H200_FILES`: NCCL inside fused tasks, Dask over TCP, the pressure's rows on its y→x
+transpose: 14 rounds a step at (2, 1) and (4, 1), 23 at (2, 2) and (1, 4)). Steps are fitted and
+checked at their steady time (a run's fixed cost out). The model is the H100 refit's: two overlapping
+timelines, the step the longer of the two.
+
+{_parameter_table(m, perfmodel.H200_PARAMETER_SOURCES)}
+
+Step checks within ±15 %: {len(near)} of {len(steps)}. The transposes' "steady" rows are
+over-predicted at 64 MiB: a round of a bare transpose chain costs the host far less than the
+{1e3 * m.host_round:.2f} ms the step's rounds do (that figure carries all the step's Python beyond
+one GPU's floor, spread over its rounds).
+
+{_validation_table(rows)}
+
+What bounds the 512 × 256 × 144-per-GPU step (the model; efficiency against its one-GPU step of
+{1e3 * one:.1f} ms):
+
+{limits}
+
+**Four GPUs are host-bound; the y-slabs are capped by their transposes.** The small-grid floor
+measures it directly: four H200s at (4, 1) take 21.1 ms a step for 64 × 64 × 32 points per GPU,
+about what they take for 512 × 256 × 144 (22.8 ms), against 5.7 ms for one GPU's small step. The
+host's {1e3 * m.host_round:.2f} ms per round (the Python around each exchange: cutting, posting,
+joining, and the kernel launches beside them) over 14 or 23 rounds is longer than the GPU's timeline
+at (4, 1), (2, 2) and (1, 4); at (2, 1), whose rounds have one peer each, the step measured about its
+GPU timeline (19.8 ms), under the host figure fitted at (4, 1). With no host cost at all the GPU
+timelines would allow
+{_f(one / p[2, 1]["gpu_s"], 2)} at (2, 1), {_f(one / p[4, 1]["gpu_s"], 2)} at (4, 1),
+{_f(one / p[2, 2]["gpu_s"], 2)} at (2, 2) and {_f(one / p[1, 4]["gpu_s"], 2)} at (1, 4): the targets at
+(2, 2) (0.75) and at the best decomposition (0.85, at (1, 4)) need the host's cost per round down to
+{per_round(0.75, (2, 2)):.2f} and {per_round(0.85, (1, 4)):.2f} ms, and the 0.90 at (2, 1) is beyond
+the GPU timeline itself: its transposes ({_f(1e3 * p[2, 1]["transfer_s"], 2)} ms of links a step at
+NCCL's rate) would have to hide behind the transforms.
+"""
+
+
 def paper_section(pred, figures, out_dir) -> str:
     rows = [[r["gpus"], r["problem"].replace("x", " × "), _pencils(r["pencils"]), r["method"],
              "figure only" if r["paper_step_ms"] is None else _f(r["paper_step_ms"]),
@@ -489,9 +559,9 @@ def paper_section(pred, figures, out_dir) -> str:
 
 Machine `A100_LEONARDO`: the seed paper's Table 1 (Leonardo booster: 4 × A100 64 GB per node,
 1.6 TB/s HBM, 800 Gb/s between two GPUs of a node, 100 Gb/s per GPU between nodes), the kernels of
-the H100 refit (HBM passes, copy efficiency), {m.intra_a2a_bw / 1e9:.0f} GB/s out of a GPU to its three
+the H200 refit (HBM passes, copy efficiency), {m.intra_a2a_bw / 1e9:.0f} GB/s out of a GPU to its three
 node peers (A100 NVLink 3, not in the paper), MPI-like exchanges ({1e6 * m.exchange_latency:.0f} µs +
-{1e6 * m.peer_latency:.0f} µs per peer, assumed) and the H100 host's floor ({1e3 * m.host_step_floor:.1f} ms
+{1e6 * m.peer_latency:.0f} µs per peer, assumed) and the H200 host's floor ({1e3 * m.host_step_floor:.1f} ms
 a step, {1e3 * m.host_round:.2f} ms a round); "no host floor" drops the host. These are daskflow's
 algorithms on the paper's hardware, not CaNS. The paper's text states no time per step or per solve
 at 1024 GPUs (its scaling figures are images in the source), so its column is empty and the ratios it
@@ -512,7 +582,8 @@ does state (`perfmodel.PAPER_CLAIMS`, each with its section) stand beside the mo
   {100 * c['ptdma_xy_share_512x2']:.1f} % (§3.2.1, Leonardo); the reduced rows: model
   {100 * rows_share / solve['total_s']:.2f} %, paper {100 * c['ptdma_reduced_share_512x2']:.1f} %.
 - Host floor at the paper's sizes: with or without it the 1024-GPU times are the same (every row is
-  GPU-bound): a step of 78–318 M points per GPU keeps the GPUs busy for 0.4–2 s against ≈ 70 ms of host.
+  GPU-bound): a step of 78–318 M points per GPU keeps the GPUs busy for 0.4–2 s against ≈
+  {1e3 * by[(512, 2), 'ptdma']['step']['host_s']:.0f} ms of host at (512, 2).
 
 Weak scaling, 3456 × 3072 × 30 points per GPU (paper §3.1, Fig. weak scalability: P-TDMA on (1, n),
 FTM on its best 1-D slab; the text gives no GPU counts, only "an 8-fold increase"):
@@ -558,6 +629,7 @@ def generated(results, unknown, used, figures, out_dir, results_dir) -> str:
               "", table_channel_step({n: d for n, d in results.items() if d.get("benchmark") == "channel_step"}), ""]
     parts.append(model_section(perfmodel.validate(results_dir, perfmodel.H200_DASK), figures, out_dir))
     parts.append(refit_section(results_dir))
+    parts.append(h200_refit_section(results_dir))
     parts.append(paper_section(perfmodel.paper_predictions(), figures, out_dir))
     other = [n for n in results if n not in used and results[n].get("benchmark") not in ("channel_step",)]
     parts.append("## Other results (generated)\n")

@@ -105,5 +105,5 @@ def test_paper_table_has_both_methods_and_the_papers_numbers():
     assert by[(512, 2), "ptdma"]["paper_step_ftm_over_ptdma"] == pm.PAPER_CLAIMS["step_ftm_over_ptdma_512x2"] == 1.5
     assert by[(512, 2), "ptdma"]["paper_solve_ftm_over_ptdma"] == pm.PAPER_CLAIMS["poisson_ftm_over_ptdma_1024"] == 2.0
     assert pm.PAPER_CLAIMS["weak_step_ftm_over_ptdma"] == 2.0 and pm.PAPER_CLAIMS["ptdma_xy_share_512x2"] == 0.817
-    assert pm.A100_LEONARDO.host_step_floor == pm.H100_NVLINK.host_step_floor  # the refit machine's host
-    assert pm.A100_LEONARDO.solve_passes == pm.H100_NVLINK.solve_passes  # and its kernels
+    assert pm.A100_LEONARDO.host_step_floor == pm.H200_NCCL.host_step_floor  # the newest refit's host
+    assert pm.A100_LEONARDO.solve_passes == pm.H200_NCCL.solve_passes  # and its kernels

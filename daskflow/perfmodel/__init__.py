@@ -20,10 +20,11 @@ stay local are exact. Two timelines overlap: the GPU's (local compute in HBM pas
 GPU's link transfers, the copies that cut and assemble pieces, the exchanges' GPU-side latency) and
 the host's (a floor per step for launching its kernels from Python, a cost per exchange round and
 per distributed tridiagonal solve); a step or solve takes the longer of the two, plus the Dask
-overhead of a submitted solve. Parameters live in :class:`Machine`: ``H100_NVLINK`` is fitted to the
-4 x H100 runs (:func:`calibrate_h100`, every number with its file), ``H200_DASK`` to the older 4 x
+overhead of a submitted solve. Parameters live in :class:`Machine`: ``H200_NCCL`` is fitted to the
+newest 4 x H200 runs (:func:`calibrate_h200`), ``H100_NVLINK`` to the 4 x H100 runs
+(:func:`calibrate_h100`, every number with its file), ``H200_DASK`` to the older 4 x
 H200 runs (:func:`calibrate`; no host terms: its exchange latencies hold them), ``A100_LEONARDO``
-takes the seed paper's hardware table with the H100's kernels and host; the JSON files ship with the
+takes the seed paper's hardware table with the H200's kernels and host; the JSON files ship with the
 package, :mod:`daskflow.data` finds them in a checkout or an installation.
 """
 
@@ -41,6 +42,7 @@ from daskflow.perfmodel.model import (
     CHANNEL_BC,
     H100_NVLINK,
     H200_DASK,
+    H200_NCCL,
     Exchange,
     Layout,
     Machine,
@@ -59,11 +61,23 @@ from daskflow.perfmodel.paper import (
     paper_predictions,
     paper_table,
 )
-from daskflow.perfmodel.refit import PARAMETER_SOURCES, calibrate_h100, step_runs, validate_h100
+from daskflow.perfmodel.refit import (
+    H200_FILES,
+    H200_PARAMETER_SOURCES,
+    PARAMETER_SOURCES,
+    calibrate_h100,
+    calibrate_h200,
+    step_runs,
+    step_runs_h200,
+    validate_h100,
+    validate_h200,
+)
 from daskflow.perfmodel.step import predict_step, step_exchanges
 
-__all__ = ["A100_LEONARDO", "CHANNEL_BC", "H100_NVLINK", "H200_DASK", "MODEL_DEVICE", "PAPER_CLAIMS", "PAPER_STRONG",
-           "PAPER_WEAK_PER_GPU", "PARAMETER_SOURCES", "Exchange", "Layout", "Machine", "calibrate", "calibrate_h100",
-           "default_results_dir", "load_json", "load_results", "paper_predictions", "paper_table", "poisson_exchanges",
-           "predict_solve", "predict_step", "spectral_sizes", "stage_sources", "step_exchanges", "step_runs", "summary",
-           "task_count", "transpose_exchange", "validate", "validate_h100", "without_host"]
+__all__ = ["A100_LEONARDO", "CHANNEL_BC", "H100_NVLINK", "H200_DASK", "H200_FILES", "H200_NCCL",
+           "H200_PARAMETER_SOURCES", "MODEL_DEVICE", "PAPER_CLAIMS", "PAPER_STRONG", "PAPER_WEAK_PER_GPU",
+           "PARAMETER_SOURCES", "Exchange", "Layout", "Machine", "calibrate", "calibrate_h100", "calibrate_h200",
+           "default_results_dir", "load_json", "load_results", "paper_predictions", "paper_table",
+           "poisson_exchanges", "predict_solve", "predict_step", "spectral_sizes", "stage_sources", "step_exchanges",
+           "step_runs", "step_runs_h200", "summary", "task_count", "transpose_exchange", "validate", "validate_h100",
+           "validate_h200", "without_host"]

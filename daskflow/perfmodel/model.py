@@ -92,22 +92,45 @@ H100_NVLINK = Machine(
     notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H100, NCCL); inter-node bandwidth not measured",
 )
 
+# Fitted on the 4 x H200 host (NVLink NV18, dask-cuda over TCP, NCCL exchanges inside fused tasks, the
+# code at c24df85, whose pressure rows ride on the y->x transpose) by calibrate_h200(); every number
+# names the file it comes from. Steps are fitted and checked on their steady time (runs' fixed cost out).
+H200_NCCL = Machine(
+    name="4xH200 daskflow (Dask + NCCL inside fused tasks)",
+    gpus_per_node=4,
+    hbm_bw=4.14e12,  # poisson_single_H200: 512^3 float64 device copy 0.519 ms (read + write 2.15 GB)
+    # channel_step_4xH200_control_interval (one GPU, 16.95 ms per step): per-substep breakdown
+    solve_passes=18.7,  # Poisson solve 0.682 ms
+    ptdma_extra_passes=2.0,  # as H200_DASK (kernel structure)
+    zsolve_passes=6.49,  # implicit solve of one component 0.237 ms
+    substep_other_passes=116.8,  # 16.95 ms / 3 substeps minus its solves
+    intra_pair_bw=322e9,  # transpose_4xH200_nccl: NCCL floor, 2 GPUs, 1 GiB: 0.5 GiB out in 1.67 ms
+    intra_a2a_bw=301e9,  # transpose_4xH200_nccl: NCCL floor, 4 GPUs, 1 GiB: 0.75 GiB out in 2.67 ms
+    inter_bw=25e9,  # not measured (one host); a placeholder of one 200 Gb/s NIC per GPU
+    exchange_latency=16.7e-6,  # nccl_p2p_settings_2xH200: 1.8 MiB each way in 22.6 us, minus its bytes
+    solve_overhead=4.08e-3,  # poisson_distributed_4xH200_weak_nccl, 1 GPU: median chained minus the floor
+    host_step_floor=5.68e-3,  # channel_step_floor_4xH200: one GPU, 64x64x32, CUDA graphs off
+    host_round=1.10e-3,  # channel_step_floor_4xH200: (4 GPUs (4, 1) 21.06 ms - 5.68 ms) / 14 rounds
+    code="rows",  # 14 rounds at (4, 1) and (2, 1), 23 at (2, 2)
+    notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H200, NCCL); inter-node bandwidth not measured",
+)
+
 # The seed paper's Leonardo booster node (Table 1): NVIDIA A100 64 GB, 4 GPUs per node, 800 Gb/s
 # between two GPUs in a node, 100 Gb/s per GPU between nodes, 1.6 TB/s HBM. Kernels are daskflow's
-# (passes as measured on the H100), and so is the host: the H100 host's floor per step and per round
+# (passes as measured on the H200), and so is the host: the H200 host's floor per step and per round
 # (``without_host`` drops it: the GPU and the links alone). Communication as MPI/NCCL would do it
 # (microsecond latencies, no Dask overhead) -- those latencies are assumptions, not the paper's numbers.
 A100_LEONARDO = replace(
-    H100_NVLINK,
+    H200_NCCL,
     name="Leonardo booster (A100 64 GB, 4 per node, NVLink 3 + 4 x 100 Gb/s InfiniBand), daskflow's host",
-    hbm_bw=1.6e12 * 2.92 / 3.35,  # paper Table 1 (1.6 TB/s) x the copy efficiency measured on the H100
+    hbm_bw=1.6e12 * 4.14 / 4.8,  # paper Table 1 (1.6 TB/s) x the copy efficiency measured on the H200
     intra_pair_bw=100e9,  # paper Table 1: intra-node 800 Gb/s (4 NVLink 3 links per GPU pair)
     intra_a2a_bw=300e9,  # 3 peers at 100 GB/s (A100: 12 NVLink 3 links, 300 GB/s per direction)
     inter_bw=12.5e9,  # paper Table 1: 100 Gb/s per GPU (the node's 4 x 100 Gb/s HDR shared by 4 GPUs)
     exchange_latency=20e-6,  # assumption: an MPI/NCCL collective's start-up
     peer_latency=2e-6,  # assumption: one message per peer
     solve_overhead=0.0, task_hop=0.0, stage_exchange_base=0.0, stage_exchange_per_source=0.0, run_overhead=0.0,
-    notes="hardware from the seed paper's Table 1; kernel passes and host costs from the H100 runs; latencies assumed",
+    notes="hardware from the seed paper's Table 1; kernel passes and host costs from the H200 runs; latencies assumed",
 )
 
 

@@ -30,13 +30,13 @@ import numpy as np
 from emit import event_seconds
 
 
-def _config(shape, implicit, pencils, z_solve="direct", cfl_every: int = 1) -> dict:
+def _config(shape, implicit, pencils, z_solve="direct", cfl_every: int = 1, dt: float | None = None) -> dict:
     return {
         "grid": {"shape": list(shape), "lengths": [12.0, 6.0 * shape[1] / 256, 2.0], "z_stretch": 2.0},
         "physics": {"nu": 1 / 5600 * 2, "forcing": {"kind": "flow_rate", "value": [1.0, 0.0]}},
         "boundaries": {"preset": "channel"},
         "initial": {"kind": "turbulent_channel", "amplitude": 0.2, "seed": 0},
-        "time": {"cfl": 0.9, "dt_max": 0.01, "cfl_every": cfl_every, "implicit_diffusion": implicit},
+        "time": {"cfl": 0.9, "dt_max": 0.01, "cfl_every": cfl_every, "dt": dt, "implicit_diffusion": implicit},
         "solver": {"poisson": "ptdma", "pencils": list(pencils), "device": "gpu", "z_solve": z_solve},
     }
 
@@ -96,7 +96,7 @@ def distributed(args) -> list[dict]:
             if slabs is not None:
                 settings = {"daskflow.transpose-slabs": int(slabs), "daskflow.nccl-copy-engine": engine == "on"}
                 client.run(_set_config, settings)
-            cfg = _config(shape, args.implicit, pencils, args.z_solve, args.cfl_every)
+            cfg = _config(shape, args.implicit, pencils, args.z_solve, args.cfl_every, args.dt)
             cfg["cluster"] = {"comm": comm}
             sim = Simulation(cfg, client=client)
             sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
@@ -115,7 +115,7 @@ def distributed(args) -> list[dict]:
                 timeline = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
             row = {"benchmark": "channel_step", "device": device, "gpus": args.gpus, "shape": shape,
                    "pencils": pencils, "comm": sim.comm, "protocol": args.protocol, "settings": settings,
-                   "cfl_every": args.cfl_every,
+                   "cfl_every": args.cfl_every, "dt": args.dt,
                    "implicit_diffusion": args.implicit,
                    "z_solve": args.z_solve, "rmm_pool_size": args.rmm_pool_size,
                    "seconds_per_step": seconds, "seconds_per_step_runs": runs,
@@ -204,6 +204,7 @@ def main() -> None:
                         help="Dask's own comms between the workers (cluster.protocol)")
     parser.add_argument("--rmm-pool-size", default=None,
                         help="RMM pool per GPU worker for CuPy (cluster.rmm_pool_size; default none: CuPy's pool)")
+    parser.add_argument("--dt", type=float, default=None, help="time.dt: a fixed step size instead of the CFL's")
     parser.add_argument("--cfl-every", type=int, default=1,
                         help="time.cfl_every: steps between CFL evaluations, the step size held between")
     parser.add_argument("--variants", nargs="+", default=[], metavar="SLABS:CE",
@@ -225,7 +226,7 @@ def main() -> None:
 
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
-    sim = Simulation(_config(args.shape, args.implicit, args.pencils, cfl_every=args.cfl_every))
+    sim = Simulation(_config(args.shape, args.implicit, args.pencils, cfl_every=args.cfl_every, dt=args.dt))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
     runs = [event_seconds(cp, lambda: sim.run(steps=args.steps), 1) / args.steps for _ in range(args.runs)]
     step = float(np.median(runs))  # as the multi-GPU points: the median of runs of --steps steps

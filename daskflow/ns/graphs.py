@@ -15,6 +15,16 @@ pool, so that every allocation of the capture finds a free block there (a captur
 device memory). Graphs are made for pencils of at most ``daskflow.cuda-graph-points`` points (dask
 config; 0: never): on larger ones the GPU's own work hides the launches, and the pool would hold a
 second copy of the step's temporaries.
+
+Pencils on several GPUs (``daskflow.distributed-cuda-graphs``) capture their step the same way,
+its NCCL exchanges included (NCCL records its kernels into the graph; a replay on every pencil
+moves the pieces as the uncaptured step does): a step of pencils is bound by its host's Python
+around each exchange round, not by its GPU (``docs/performance.md``). Every pencil takes the same
+decisions (the same ``dt`` sequence), and after a capture the pencils agree in one reduction that
+all of them captured, else all run uncaptured from then on. CFL steps (whose ``dt`` comes from the
+domain's rate, reduced on the first halo round) run uncaptured; the held steps between them replay.
+Their graphs stay with the pencils' transport from one run to the next (:func:`_kept`), with the
+memory pool of the step's temporaries: a later run of the same step size replays at once.
 """
 
 from __future__ import annotations
@@ -30,19 +40,54 @@ FIELDS = ("u", "v", "w", "p")
 
 
 def for_stepper(stepper, state) -> StepGraphs | None:
-    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields of one
-    pencil holding the whole domain, at most ``daskflow.cuda-graph-points`` points, and no
-    phase profiling (which waits for the device inside the step)."""
+    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
+    profiling (which waits for the device inside the step), and either one pencil holding the whole
+    domain, at most ``daskflow.cuda-graph-points`` points, or (``daskflow.distributed-cuda-graphs``)
+    pencils whose exchanges go through a transport that a capture can record (NCCL, point to point)."""
     from daskflow import settings
     from daskflow.profiling import phases_enabled
 
-    limit = settings.get("cuda-graph-points")
     domain = stepper.domain
-    if not (is_cupy_array(state.u) and getattr(domain, "single", False)) or phases_enabled():
+    if not is_cupy_array(state.u) or phases_enabled():
         return None
-    if state.u.size > limit:
-        return None
-    return StepGraphs()
+    if getattr(domain, "single", False):
+        return StepGraphs() if state.u.size <= settings.get("cuda-graph-points") else None
+    transport = getattr(domain, "transport", None)
+    if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)
+            and not settings.get("nccl-copy-engine")):
+        return _kept(transport, domain, state)
+    return None
+
+
+KEEP = 2  # steps of this many plans keep their graphs with a transport (the most recently used)
+
+
+def _kept(transport, domain, state) -> StepGraphs:
+    """The :class:`StepGraphs` of this pencil's steps, kept with its transport (its NCCL
+    communicator) from one run to the next: a run of the same plan and step size replays the graph
+    an earlier run captured, without capturing again (a capture costs a step's host time and the
+    graph's instantiation). A failed run aborts the transport, and its graphs go with it."""
+    kept = transport.__dict__.setdefault("step_graphs", {})
+    key = (id(domain.plan), domain.key, state.u.shape, state.u.dtype.str)
+    entry = kept.pop(key, None)
+    if entry is None or entry[0] is not domain.plan:
+        entry = (domain.plan, StepGraphs(collective=True))
+    kept[key] = entry  # the most recently used last
+    while len(kept) > KEEP:
+        kept.pop(next(iter(kept)))  # its graph and the graph's memory pool go
+    return entry[1]
+
+
+def _where(error: BaseException) -> str:
+    """The innermost daskflow frame of ``error``'s traceback, as ``module.py:line in function``."""
+    import os
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}daskflow{os.sep}" in f.filename]
+    if not frames:
+        return "an unknown place"
+    f = frames[-1]
+    return f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
 
 
 class StepGraphs:
@@ -50,9 +95,10 @@ class StepGraphs:
     the stepper (which holds it): a worker's stepper of one run, and with it the graph and its
     pool, goes as soon as the run ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, collective: bool = False) -> None:
         import cupy
 
+        self.collective = collective  # pencils on several GPUs: their captures must all succeed
         self.pool = cupy.cuda.MemoryPool()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.dt: float | None = None  # the step size of the previous step
@@ -79,10 +125,21 @@ class StepGraphs:
                 stepper.finish_step(state, dt)
                 self.warm = True
                 return True
-            if not self._capture(stepper, state, dt):
+            captured = self._capture(stepper, state, dt)
+            if self.collective and stepper.domain.allreduce(0.0 if captured else 1.0, "max") > 0.0:
+                self.failed, self.graph, self.buffers = True, None, []  # every pencil runs uncaptured
+                return False
+            if not captured:
                 return False
         self._replay(stepper, state, dt)
         return True
+
+    def detach(self, state) -> None:
+        """Give ``state`` fields of its own where they are the graph's buffers (at the end of a run:
+        the fields it returns must not change under a later run's replays of a kept graph)."""
+        for buffer, name in zip(self.buffers, FIELDS, strict=True):
+            if getattr(state, name) is buffer:
+                setattr(state, name, buffer.copy())
 
     def _capture(self, stepper, state, dt: float) -> bool:
         import cupy
@@ -107,8 +164,8 @@ class StepGraphs:
                 finally:
                     graph = self.stream.end_capture()
         except Exception as error:  # noqa: BLE001 - any failure: the steps run uncaptured, as before
-            logger.warning("daskflow: the time step could not be captured as a CUDA graph (%s: %s); "
-                           "the steps run without one", type(error).__name__, error)
+            logger.warning("daskflow: the time step could not be captured as a CUDA graph (%s: %s, at %s); "
+                           "the steps run without one", type(error).__name__, error, _where(error))
             self.failed, self.buffers = True, []
             return False
         self.graph = graph

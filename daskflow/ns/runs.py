@@ -106,6 +106,7 @@ def advance_pencil(plan: FlowPlan, stepper: Stepper, state: State, steps: int | 
             state.forcing_gradient = float(state.forcing_gradient)
         raise
     state.forcing_gradient = float(state.forcing_gradient)  # the run's one wait for its last step
+    stepper.detach(state)
     if writer is not None:
         writer.finish(domain, state.step)
     return state

@@ -125,13 +125,19 @@ class Stepper:
             from daskflow.ns import graphs
 
             self.graphs = graphs.for_stepper(self, state)
-        if self.graphs is not None:
+        if self.graphs is not None and not (callable(dt) and self.graphs.collective):
             if callable(dt):  # the rate first (one pencil: nothing to exchange), then a step of known size
                 dt = dt(self.local_rate(state))
             if self.graphs.step(self, state, dt):
                 return state
         self.finish_step(state, self.substeps(state, dt))
         return state
+
+    def detach(self, state: State) -> None:
+        """At the end of a run: ``state``'s fields its own, not the buffers of a CUDA graph of the
+        step that a later run may replay (:meth:`daskflow.ns.graphs.StepGraphs.detach`)."""
+        if self.graphs is not None and self.graphs is not _UNSET:
+            self.graphs.detach(state)
 
     def substeps(self, state: State, dt) -> float:
         """The three substeps of :meth:`step` (the device's work, nothing waits for it); returns

@@ -150,6 +150,7 @@ class NcclLink:
             self._grouped(self.payload, sends, recvs, self._cupy.cuda.get_current_stream())
 
     overlaps = True  # payload_post returns before the pieces move
+    capturable = True  # its payload rounds are NCCL calls on CUDA streams: a stream capture records them
 
     def payload_post(self, sends: list, recvs: list):
         """Posted on the transfer stream after everything the compute stream has queued (the pieces

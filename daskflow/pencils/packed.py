@@ -31,6 +31,8 @@ class PackedTransport:
                  aborted: Callable[[str], bool]) -> None:
         self.name, self.link, self.ranks, self.me = name, link, ranks, me
         self.overlaps = getattr(link, "overlaps", False)  # post returns before the pieces move
+        # a CUDA graph capture can record its payload rounds (fixed-layout sites: no host wait)
+        self.capturable = getattr(link, "capturable", False)
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link

@@ -172,10 +172,9 @@ def reduce(d, chunk: ReducedChunk):
     xp = array_module(d)
     m = d.shape[0]
     x = columns_view(d)
-    rows = [0] if m == 1 else [0, m - 1]
     if chunk.entering is not None:
         _recomputed("cr_reduce_shifted", x, chunk, x)
-        return d[rows]
+        return d[boundary_slice(m)].copy()
     real = x.real.dtype
     lower, upper, inv_b = (xp.asarray(v, dtype=real) for v in (chunk.lower, chunk.upper, chunk.inv_b))
     ccols = _coefficient_columns(inv_b, x)
@@ -189,7 +188,14 @@ def reduce(d, chunk: ReducedChunk):
             x[k] -= lower[k] * x[k - 1] * inv_b[k - 1]
         for k in range(m - 3, -1, -1):
             x[k] -= upper[k] * x[k + 1] * inv_b[k + 1]
-    return d[rows]
+    return d[boundary_slice(m)].copy()
+
+
+def boundary_slice(m: int) -> slice:
+    """The boundary rows of a chunk of ``m`` rows, as a slice: the first, and the last where ``m > 1``.
+    A slice, not a list of indices: CuPy copies an index list to the GPU at every use, which a CUDA
+    graph capture refuses (:mod:`daskflow.ns.graphs`)."""
+    return slice(0, 1) if m == 1 else slice(0, m, m - 1)
 
 
 def _recomputed(name: str, x, chunk: ReducedChunk, *data) -> None:
@@ -270,7 +276,7 @@ def reduce_rows(field, m: int, chunk: ReducedChunk):
     kernels.launch("cr_reduce_rows", field.dtype, nrows, field, lower, upper, inv_b, np.int32(m),
                    np.int64(nrows), np.int64(stride))
     rows = field.reshape(nrows, stride)
-    return array_module(field).ascontiguousarray(rows[:, [0] if m == 1 else [0, m - 1]].T)
+    return rows[:, boundary_slice(m)].T.copy()
 
 
 def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk):

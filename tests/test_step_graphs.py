@@ -1,0 +1,53 @@
+"""Which steps may be captured as CUDA graphs, and how the graphs of pencils' steps are kept from one
+run to the next (the capture itself runs on GPUs: tests/test_gpu_transport.py, tests/test_gpu_ns.py)."""
+
+from types import SimpleNamespace
+
+import dask
+import numpy as np
+
+from daskflow.ns import graphs
+
+
+class _Graphs:
+    """Stands in for :class:`graphs.StepGraphs` (which needs CuPy)."""
+
+    def __init__(self, collective: bool = False) -> None:
+        self.collective = collective
+
+
+def _pencil(plan, key=(0, 0), shape=(4, 4, 4)):
+    transport = SimpleNamespace(capturable=True)
+    return SimpleNamespace(plan=plan, key=key, transport=transport), SimpleNamespace(u=np.zeros(shape))
+
+
+def test_numpy_fields_are_never_captured():
+    domain, state = _pencil(object())
+    with dask.config.set({"daskflow.distributed-cuda-graphs": True}):
+        assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
+
+
+def test_a_transports_graphs_are_kept_per_plan_and_pencil_the_most_recent_ones(monkeypatch):
+    monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
+    plan_a, plan_b, plan_c = object(), object(), object()
+    domain, state = _pencil(plan_a)
+    transport = domain.transport
+    first = graphs._kept(transport, domain, state)
+    assert first.collective and graphs._kept(transport, domain, state) is first  # the next run: the same graphs
+    other_pencil = SimpleNamespace(plan=plan_a, key=(1, 0), transport=transport)
+    assert graphs._kept(transport, other_pencil, state) is not first
+    assert graphs._kept(transport, domain, SimpleNamespace(u=np.zeros((4, 4, 8)))) is not first  # another size
+    for plan in (plan_b, plan_c):
+        graphs._kept(transport, SimpleNamespace(plan=plan, key=(0, 0), transport=transport), state)
+    assert len(transport.step_graphs) == graphs.KEEP
+    assert graphs._kept(transport, domain, state) is not first  # plan_a's graphs went with the older entries
+
+
+def test_a_new_plan_at_a_reused_address_gets_graphs_of_its_own(monkeypatch):
+    monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
+    plan = object()
+    domain, state = _pencil(plan)
+    first = graphs._kept(domain.transport, domain, state)
+    key = next(iter(domain.transport.step_graphs))
+    domain.transport.step_graphs[key] = (object(), first)  # as if another plan had lived at plan's id
+    assert graphs._kept(domain.transport, domain, state) is not first

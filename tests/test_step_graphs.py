@@ -51,3 +51,21 @@ def test_a_new_plan_at_a_reused_address_gets_graphs_of_its_own(monkeypatch):
     key = next(iter(domain.transport.step_graphs))
     domain.transport.step_graphs[key] = (object(), first)  # as if another plan had lived at plan's id
     assert graphs._kept(domain.transport, domain, state) is not first
+
+
+def test_a_run_that_ends_before_any_capture_keeps_its_fields():
+    """A run of one or two steps ends before its graph exists (no buffers yet): its fields stay;
+    a kept graph's buffers are copied out of the fields a run returns."""
+    state = SimpleNamespace(**{name: np.full(3, i, dtype=float) for i, name in enumerate(graphs.FIELDS)})
+    fields = [getattr(state, name) for name in graphs.FIELDS]
+    for collective in (False, True):
+        empty = object.__new__(graphs.StepGraphs)
+        empty.collective, empty.buffers = collective, []
+        empty.detach(state)
+        assert all(getattr(state, name) is field for name, field in zip(graphs.FIELDS, fields, strict=True))
+    kept = object.__new__(graphs.StepGraphs)
+    kept.collective, kept.buffers = True, fields
+    kept.detach(state)
+    for name, buffer in zip(graphs.FIELDS, fields, strict=True):
+        assert getattr(state, name) is not buffer
+        np.testing.assert_array_equal(getattr(state, name), buffer)

@@ -136,7 +136,10 @@ class StepGraphs:
 
     def detach(self, state) -> None:
         """Give ``state`` fields of its own where they are the graph's buffers (at the end of a run:
-        the fields it returns must not change under a later run's replays of a kept graph)."""
+        the fields it returns must not change under a later run's replays of a kept graph). Nothing
+        to do without a graph, or for a single pencil's, which goes with its run."""
+        if not (self.collective and self.buffers):
+            return
         for buffer, name in zip(self.buffers, FIELDS, strict=True):
             if getattr(state, name) is buffer:
                 setattr(state, name, buffer.copy())

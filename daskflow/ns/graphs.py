@@ -92,8 +92,9 @@ def _where(error: BaseException) -> str:
 
 class StepGraphs:
     """Capture and replay of a stepper's steps (see the module docstring). It holds no reference to
-    the stepper (which holds it): a worker's stepper of one run, and with it the graph and its
-    pool, goes as soon as the run ends."""
+    the stepper (which holds it): a single pencil's stepper of one run, and with it the graph and
+    its pool, goes as soon as the run ends; pencils' graphs are kept with their transport
+    (:func:`_kept`)."""
 
     def __init__(self, collective: bool = False) -> None:
         import cupy

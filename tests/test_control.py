@@ -6,6 +6,7 @@ import dask
 import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from daskflow import Grid, PoissonSolver, Simulation
 from daskflow.pencils import control
@@ -93,3 +94,27 @@ def test_the_latency_benchmark_times_both_modes_and_leaves_daskflow_s_intervals(
     assert [r["mode"] for r in rows] == ["daskflow", "distributed"] * 2
     assert all(r[k] > 0 for r in rows for k in ("noop_ms", "solve_ms", "chained_ms"))
     assert set(bench.summary(rows)) == {"daskflow", "distributed"}
+
+
+def test_a_cluster_that_refuses_the_plugins_keeps_distributeds_intervals_and_runs(monkeypatch, caplog):
+    """A scheduler without daskflow cannot load its plugin: the run goes on with distributed's
+    intervals on the cluster's side and a warning saying so."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        register = client.register_plugin
+
+        def refuse(plugin, name=None):
+            if isinstance(plugin, SchedulerPlugin):  # unpickled on the scheduler
+                raise ModuleNotFoundError("No module named 'daskflow'")
+            return register(plugin, name=name)
+
+        monkeypatch.setattr(client, "register_plugin", refuse)
+        sim = Simulation(_two_pencil_channel(), client=client)
+        sim.run(steps=2)
+        assert sim.step == 2
+        found = control.intervals(client)
+        chosen = dask.config.get("daskflow.control-interval")
+        assert found["client"] == chosen  # the client's own stream needs nothing from the cluster
+        assert set(found["workers"].values()) == {chosen}  # worker plugins travel as bytes to the workers
+        assert set(found["scheduler to workers"].values()) == {control.DISTRIBUTED["scheduler to workers"]}
+    assert "keep distributed's batching intervals" in caplog.text

@@ -20,7 +20,11 @@ longer makes this way are left as they are: the interval is an attribute of dist
 
 from __future__ import annotations
 
+import logging
+
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+logger = logging.getLogger(__name__)
 
 #: distributed's own intervals (seconds) of the streams :func:`intervals` lists
 DISTRIBUTED = {"client": 0.01, "scheduler to workers": 0.005, "scheduler to clients": 0.002, "workers": 0.002}
@@ -64,16 +68,23 @@ class SchedulerInterval(SchedulerPlugin):
 
 def shorten(client) -> float:
     """Give every stream of ``client``'s cluster the interval ``daskflow.control-interval``
-    (seconds; once per client and value), also of workers that join later, and return it."""
+    (seconds; once per client and value), also of workers that join later, and return it. Where the
+    scheduler or the workers refuse (a scheduler without daskflow installed), their streams keep
+    distributed's intervals, with a warning: nothing else depends on them."""
     from daskflow import settings
 
     seconds = settings.get("control-interval")
     if getattr(client, "_daskflow_control_interval", None) == seconds:
         return seconds
-    client.register_plugin(WorkerInterval(seconds), name=WORKER_PLUGIN)
-    client.register_plugin(SchedulerInterval(seconds), name=SCHEDULER_PLUGIN)
-    set_intervals(client, dict.fromkeys(DISTRIBUTED, seconds))
-    client._daskflow_control_interval = seconds
+    client._daskflow_control_interval = seconds  # tried once per client and value
+    set_interval(getattr(client, "scheduler_comm", None), seconds)
+    try:
+        client.register_plugin(WorkerInterval(seconds), name=WORKER_PLUGIN)
+        client.register_plugin(SchedulerInterval(seconds), name=SCHEDULER_PLUGIN)
+        set_intervals(client, dict.fromkeys(DISTRIBUTED, seconds))
+    except Exception as error:  # noqa: BLE001 - e.g. a scheduler without daskflow: only latency is lost
+        logger.warning("daskflow: the cluster's control streams keep distributed's batching intervals (%s: %s)",
+                       type(error).__name__, error)
     return seconds
 
 

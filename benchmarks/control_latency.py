@@ -19,7 +19,7 @@ import argparse
 import time
 
 import numpy as np
-from emit import emit
+from emit import device_synchronize, emit
 
 from daskflow import settings
 from daskflow.pencils import control
@@ -34,14 +34,6 @@ def _on_device(block):
     import cupy
 
     return cupy.asfortranarray(cupy.asarray(block))
-
-
-def _device_synchronize() -> None:
-    from daskflow.backend import cupy_or_none
-
-    cupy = cupy_or_none()
-    if cupy is not None:
-        cupy.cuda.runtime.deviceSynchronize()
 
 
 def _median_ms(fn, repeat: int, pause: float = 0.0) -> float:
@@ -73,7 +65,7 @@ def measure(client, solver, rhs, repeat: int, chain: int, pause: float, rounds: 
         for _ in range(chain):
             x = solver.solve(x)
         wait(x)
-        client.run(_device_synchronize)
+        client.run(device_synchronize)
 
     modes = {"daskflow": dict.fromkeys(control.DISTRIBUTED, settings.get("control-interval")),
              "distributed": control.DISTRIBUTED}

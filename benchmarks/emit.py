@@ -1,5 +1,5 @@
 """Shared by the benchmark scripts: print the result document as JSON, and keep a copy if asked;
-time a GPU call by CUDA events."""
+time a GPU call by CUDA events; wait for a worker's GPU."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ def event_seconds(cp, fn, repeat: int, warmup: int = 1) -> float:
     stop.record()
     stop.synchronize()
     return cp.cuda.get_elapsed_time(start, stop) * 1e-3 / repeat
+
+
+def device_synchronize() -> None:
+    """Wait for this process's GPU, if it has one (run on the workers by a client)."""
+    from daskflow.backend import cupy_or_none
+
+    cupy = cupy_or_none()
+    if cupy is not None:
+        cupy.cuda.runtime.deviceSynchronize()

@@ -32,7 +32,7 @@ import time
 from importlib import metadata
 
 import numpy as np
-from emit import emit
+from emit import device_synchronize, emit
 
 BC = ("PP", "PP", "NN")
 STAGGER = "ccc"
@@ -186,15 +186,6 @@ def _timed_solve(client, solver, b, baseline: int) -> float:
     return elapsed
 
 
-def _device_synchronize() -> None:
-    """Wait for this worker's GPU, if it has one (run on the workers by the client)."""
-    from daskflow.backend import cupy_or_none
-
-    cupy = cupy_or_none()
-    if cupy is not None:
-        cupy.cuda.runtime.deviceSynchronize()
-
-
 def _chained(client, solver, b, k: int, baseline: int) -> float:
     """Seconds per solve of ``k`` solves submitted back to back, until the last one's GPU work is
     done: a fused task returns once its kernels are queued, so the chain ends with a device
@@ -207,7 +198,7 @@ def _chained(client, solver, b, k: int, baseline: int) -> float:
     for _ in range(k):
         x = solver.solve(x)
     wait(x)
-    client.run(_device_synchronize)
+    client.run(device_synchronize)
     elapsed = time.perf_counter() - t0
     del x
     return elapsed / k

@@ -429,8 +429,12 @@ def refit_section(results_dir) -> str:
     steps = [r for r in rows if r["role"] == "check" and r["case"].endswith("step")]
     near = [r for r in steps if abs(r["ratio"] - 1) <= 0.15]
     limits, bound = _bounds(m, ((1, 1), (4, 1), (2, 2), (1, 4)))
-    layouts = [[None, None, None, None, _f(1e3 * p["gpu_s"]), _f(1e3 * p["host_s"]),
-                _f(1e3 * (p["transfer_s"] + p["copy_s"] + p["latency_s"]))] for p in bound.values()]
+
+    def ms(pencils, *keys) -> str:
+        return _f(1e3 * sum(bound[pencils][k] for k in keys))
+
+    links = ("transfer_s", "copy_s", "latency_s")
+    host_41 = ms((4, 1), "host_s")
     margin = 100 * (bound[4, 1]["gpu_s"] / bound[4, 1]["host_s"] - 1)
     return f"""## Cost model refit on 4 × H100 with the host floor (generated; `perfmodel.H100_NVLINK`)
 
@@ -462,10 +466,10 @@ What bounds the step now, 512 × 256 × 144 per GPU (the model):
 {limits}
 
 **The limit now is the host, not the links.** On four GPUs the links, copies and GPU-side latency
-of a whole step take {layouts[1][6]} ms at (4, 1) ({layouts[2][6]} ms at (2, 2)) of GPU timelines of
-{layouts[1][4]} and {layouts[2][4]} ms, nearly all of it the same kernels as on one GPU. The host needs
-{layouts[1][5]} ms at (4, 1) (the {1e3 * m.host_step_floor:.1f} ms floor + 17 rounds × {1e3 * m.host_round:.2f} ms)
-and {layouts[2][5]} ms at (2, 2) and (1, 4) (23 rounds, six distributed tridiagonal solves), longer than
+of a whole step take {ms((4, 1), *links)} ms at (4, 1) ({ms((2, 2), *links)} ms at (2, 2)) of GPU timelines of
+{ms((4, 1), 'gpu_s')} and {ms((2, 2), 'gpu_s')} ms, nearly all of it the same kernels as on one GPU. The host needs
+{host_41} ms at (4, 1) (the {1e3 * m.host_step_floor:.1f} ms floor + 17 rounds × {1e3 * m.host_round:.2f} ms)
+and {ms((2, 2), 'host_s')} ms at (2, 2) and (1, 4) (23 rounds, six distributed tridiagonal solves), longer than
 their GPUs: those steps are host-bound, and (4, 1) is within {margin:.0f} %
 of being so. Faster links would change little (a few ms of a 50–75 ms step); fewer exchange rounds
 and less Python per round (cutting, packing and joining pieces) would, until the step meets the GPU's

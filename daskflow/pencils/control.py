@@ -81,7 +81,7 @@ def shorten(client) -> float:
     try:
         client.register_plugin(WorkerInterval(seconds), name=WORKER_PLUGIN)
         client.register_plugin(SchedulerInterval(seconds), name=SCHEDULER_PLUGIN)
-        set_intervals(client, dict.fromkeys(DISTRIBUTED, seconds))
+        set_intervals(client, {kind: seconds for kind in DISTRIBUTED if kind != "client"})  # the client's: above
     except Exception as error:  # noqa: BLE001 - e.g. a scheduler without daskflow: only latency is lost
         logger.warning("daskflow: the cluster's control streams keep distributed's batching intervals (%s: %s)",
                        type(error).__name__, error)

@@ -21,20 +21,32 @@ FILES = {  # what each H100 file holds
     "latency": "exchange_latency_4xH100.json",  # NCCL link time of small exchanges
     "poisson": "poisson_distributed_4xH100_weak_nccl.json",  # fused Poisson solves, 1 and 4 GPUs
 }
+#: the unit each fitted parameter is shown in: (scale from SI, unit)
+UNITS = {"hbm_bw": (1e-12, "TB/s"), "solve_passes": (1, "HBM passes"), "zsolve_passes": (1, "HBM passes"),
+         "substep_other_passes": (1, "HBM passes"), "intra_pair_bw": (1e-9, "GB/s"), "intra_a2a_bw": (1e-9, "GB/s"),
+         "exchange_latency": (1e6, "µs"), "solve_overhead": (1e3, "ms"), "host_step_floor": (1e3, "ms"),
+         "host_round": (1e3, "ms"), "host_distributed_solve": (1e3, "ms")}
+
+
+def _with_units(sources: dict) -> dict:
+    """``{name: (unit scale, unit, source)}`` of ``{name: source}``."""
+    return {name: (*UNITS[name], source) for name, source in sources.items()}
+
+
 #: where each fitted parameter of H100_NVLINK comes from (name: (unit scale, unit, source))
-PARAMETER_SOURCES = {
-    "hbm_bw": (1e-12, "TB/s", "device copy of 512x256x144 float64 (fixed_layouts, call 2, padded_copy)"),
-    "solve_passes": (1, "HBM passes", "one-GPU step breakdown, Poisson solve 0.98 ms (fixed_layouts, call 3)"),
-    "zsolve_passes": (1, "HBM passes", "one-GPU step breakdown, one implicit z-solve 1.12 ms (call 3)"),
-    "substep_other_passes": (1, "HBM passes", "one-GPU step 46.1 ms / 3 minus its solves (call 3)"),
-    "intra_pair_bw": (1e-9, "GB/s", "NCCL floor, 2 GPUs, 1 GiB per GPU (transpose_4xH100_tcp_synced)"),
-    "intra_a2a_bw": (1e-9, "GB/s", "NCCL floor, 4 GPUs, 1 GiB per GPU (transpose_4xH100_tcp_synced)"),
-    "exchange_latency": (1e6, "µs", "NCCL link time of a 1 MiB exchange (exchange_latency_4xH100)"),
-    "solve_overhead": (1e3, "ms", "1-GPU fused solve, chained minus floor (poisson_distributed_4xH100_weak_nccl)"),
-    "host_step_floor": (1e3, "ms", "one-GPU step at 64x64x32 (channel_step_floor_4xH100)"),
-    "host_round": (1e3, "ms", "(4-GPU (4, 1) step at 64x64x32 per GPU - the 1-GPU floor) / 17 rounds (same file)"),
-    "host_distributed_solve": (1e3, "ms", "(1, 4) step 70.5 ms minus floor and 23 rounds, / 6 (fixed_layouts, call 3)"),
-}
+PARAMETER_SOURCES = _with_units({
+    "hbm_bw": "device copy of 512x256x144 float64 (fixed_layouts, call 2, padded_copy)",
+    "solve_passes": "one-GPU step breakdown, Poisson solve 0.98 ms (fixed_layouts, call 3)",
+    "zsolve_passes": "one-GPU step breakdown, one implicit z-solve 1.12 ms (call 3)",
+    "substep_other_passes": "one-GPU step 46.1 ms / 3 minus its solves (call 3)",
+    "intra_pair_bw": "NCCL floor, 2 GPUs, 1 GiB per GPU (transpose_4xH100_tcp_synced)",
+    "intra_a2a_bw": "NCCL floor, 4 GPUs, 1 GiB per GPU (transpose_4xH100_tcp_synced)",
+    "exchange_latency": "NCCL link time of a 1 MiB exchange (exchange_latency_4xH100)",
+    "solve_overhead": "1-GPU fused solve, chained minus floor (poisson_distributed_4xH100_weak_nccl)",
+    "host_step_floor": "one-GPU step at 64x64x32 (channel_step_floor_4xH100)",
+    "host_round": "(4-GPU (4, 1) step at 64x64x32 per GPU - the 1-GPU floor) / 17 rounds (same file)",
+    "host_distributed_solve": "(1, 4) step 70.5 ms minus floor and 23 rounds, / 6 (fixed_layouts, call 3)",
+})
 FIT_STEP = (3, "14_new")  # the step measurement (call, layout) that fits host_distributed_solve
 OLDER_CALLS = (1,)  # calls of an older code (the bulk-velocity sum still read on the host every substep)
 
@@ -46,18 +58,18 @@ H200_FILES = {  # what each H200 file holds (the code at c24df85 and its neighbo
     "poisson": "poisson_distributed_4xH200_weak_nccl.json",  # fused Poisson solves, 1 and 4 GPUs
 }
 #: where each fitted parameter of H200_NCCL comes from (name: (unit scale, unit, source))
-H200_PARAMETER_SOURCES = {
-    "hbm_bw": (1e-12, "TB/s", "device copy of 512^3 float64 (poisson_single_H200)"),
-    "solve_passes": (1, "HBM passes", "one-GPU step breakdown, Poisson solve 0.68 ms (control_interval, one GPU)"),
-    "zsolve_passes": (1, "HBM passes", "one-GPU step breakdown, one implicit z-solve 0.24 ms (same run)"),
-    "substep_other_passes": (1, "HBM passes", "one-GPU step 16.95 ms (steady) / 3 minus its solves (same run)"),
-    "intra_pair_bw": (1e-9, "GB/s", "NCCL floor, 2 GPUs, 1 GiB per GPU (transpose_4xH200_nccl)"),
-    "intra_a2a_bw": (1e-9, "GB/s", "NCCL floor, 4 GPUs, 1 GiB per GPU (transpose_4xH200_nccl)"),
-    "exchange_latency": (1e6, "µs", "NCCL point to point of 1.8 MiB minus its bytes (nccl_p2p_settings_2xH200)"),
-    "solve_overhead": (1e3, "ms", "1-GPU fused solve, chained minus floor (poisson_distributed_4xH200_weak_nccl)"),
-    "host_step_floor": (1e3, "ms", "one-GPU step at 64x64x32, CUDA graphs off, steady (channel_step_floor_4xH200)"),
-    "host_round": (1e3, "ms", "(4-GPU (4, 1) step at 64x64x32 per GPU - the 1-GPU floor) / 14 rounds (same file)"),
-}
+H200_PARAMETER_SOURCES = _with_units({
+    "hbm_bw": "device copy of 512^3 float64 (poisson_single_H200)",
+    "solve_passes": "one-GPU step breakdown, Poisson solve 0.68 ms (control_interval, one GPU)",
+    "zsolve_passes": "one-GPU step breakdown, one implicit z-solve 0.24 ms (same run)",
+    "substep_other_passes": "one-GPU step 16.95 ms (steady) / 3 minus its solves (same run)",
+    "intra_pair_bw": "NCCL floor, 2 GPUs, 1 GiB per GPU (transpose_4xH200_nccl)",
+    "intra_a2a_bw": "NCCL floor, 4 GPUs, 1 GiB per GPU (transpose_4xH200_nccl)",
+    "exchange_latency": "NCCL point to point of 1.8 MiB minus its bytes (nccl_p2p_settings_2xH200)",
+    "solve_overhead": "1-GPU fused solve, chained minus floor (poisson_distributed_4xH200_weak_nccl)",
+    "host_step_floor": "one-GPU step at 64x64x32, CUDA graphs off, steady (channel_step_floor_4xH200)",
+    "host_round": "(4-GPU (4, 1) step at 64x64x32 per GPU - the 1-GPU floor) / 14 rounds (same file)",
+})
 
 
 def step_runs(results: dict) -> list[dict]:

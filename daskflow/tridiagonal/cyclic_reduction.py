@@ -109,9 +109,8 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     if one:
         A, C = np.array(A), np.array(C)
         a, b, c = (np.array(v)[:, None] for v in (a, b, c))
-    rows = [0] if m == 1 else [0, m - 1]
     bl = xp.stack([a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else []))
-    bd = b[rows]
+    bd = b[boundary_slice(m)].copy()
     bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
     if recomputed:
         return ReducedChunk(None, None, None, A, C, bl, bd, bu, B, s, entering)

@@ -69,3 +69,44 @@ def test_a_run_that_ends_before_any_capture_keeps_its_fields():
     for name, buffer in zip(graphs.FIELDS, fields, strict=True):
         assert getattr(state, name) is not buffer
         np.testing.assert_array_equal(getattr(state, name), buffer)
+
+
+def test_pencils_are_captured_up_to_the_points_limit_as_one_pencil_is(monkeypatch):
+    monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
+    monkeypatch.setattr(graphs, "is_cupy_array", lambda a: True)  # NumPy stands in for CuPy fields
+    domain, state = _pencil(object(), shape=(8, 8, 8))
+    single = SimpleNamespace(single=True)
+    for limit, captured in ((512, True), (511, False)):
+        with dask.config.set({"daskflow.distributed-cuda-graphs": True, "daskflow.cuda-graph-points": limit}):
+            assert (graphs.for_stepper(SimpleNamespace(domain=domain), state) is not None) == captured
+            assert (graphs.for_stepper(SimpleNamespace(domain=single), state) is not None) == captured
+    with dask.config.set({"daskflow.distributed-cuda-graphs": False}):
+        assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
+        assert graphs.for_stepper(SimpleNamespace(domain=single), state) is not None
+
+
+def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
+    """The first capture follows a step on the graph's pool; a later ``dt`` (the next CFL step's) is
+    captured at its second step, the pool's blocks being there already."""
+    import contextlib
+    import sys
+
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(using_allocator=lambda malloc: contextlib.nullcontext()))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    events = []
+    step_graphs = object.__new__(graphs.StepGraphs)
+    step_graphs.__dict__.update(collective=False, pool=SimpleNamespace(malloc=None), dt=None, warm=False, graph=None,
+                                buffers=[], failed=False)
+
+    def capture(stepper, state, dt):
+        events.append(("capture", dt))
+        step_graphs.graph = ("graph", dt)
+        return True
+
+    monkeypatch.setattr(step_graphs, "_capture", capture)
+    monkeypatch.setattr(step_graphs, "_replay", lambda stepper, state, dt: events.append(("replay", dt)))
+    stepper = SimpleNamespace(substeps=lambda state, dt: events.append(("on pool", dt)), finish_step=lambda s, dt: None)
+    done = [step_graphs.step(stepper, None, dt) for dt in (0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2)]
+    assert done == [False, True, True, True, False, True, True]
+    assert events == [("on pool", 0.1), ("capture", 0.1), ("replay", 0.1), ("replay", 0.1),
+                      ("capture", 0.2), ("replay", 0.2), ("replay", 0.2)]

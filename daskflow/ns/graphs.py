@@ -10,11 +10,12 @@ runs the captured kernels with the captured arguments on the same buffers: the f
 are those of the uncaptured step, bit for bit (tested).
 
 Memory: the captured step's temporaries come from a pool of the graph's own (the addresses the
-graph writes stay reserved for it); the step of the same ``dt`` before the capture runs on that
-pool, so that every allocation of the capture finds a free block there (a capture cannot allocate
-device memory). Graphs are made for pencils of at most ``daskflow.cuda-graph-points`` points (dask
-config; 0: never): on larger ones the GPU's own work hides the launches, and the pool would hold a
-second copy of the step's temporaries.
+graph writes stay reserved for it); the step before the first capture runs on that pool, so
+that every allocation of the capture finds a free block there (a capture cannot allocate device
+memory). A step with another ``dt`` allocates the same blocks: after a new ``dt``, the next step
+with it is captured at once. Graphs are made for pencils (one or several) of at most
+``daskflow.cuda-graph-points`` points (dask config; 0: never): on larger ones the GPU's own work
+hides the launches, and the pool would hold a second copy of the step's temporaries.
 
 Pencils on several GPUs (``daskflow.distributed-cuda-graphs``) capture their step the same way,
 its NCCL exchanges included (NCCL records its kernels into the graph; a replay on every pencil
@@ -40,18 +41,18 @@ FIELDS = ("u", "v", "w", "p")
 
 
 def for_stepper(stepper, state) -> StepGraphs | None:
-    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
-    profiling (which waits for the device inside the step), and either one pencil holding the whole
-    domain, at most ``daskflow.cuda-graph-points`` points, or (``daskflow.distributed-cuda-graphs``)
+    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields of at most
+    ``daskflow.cuda-graph-points`` points, no phase profiling (which waits for the device inside
+    the step), and either one pencil holding the whole domain or (``daskflow.distributed-cuda-graphs``)
     pencils whose exchanges go through a transport that a capture can record (NCCL, point to point)."""
     from daskflow import settings
     from daskflow.profiling import phases_enabled
 
     domain = stepper.domain
-    if not is_cupy_array(state.u) or phases_enabled():
+    if not is_cupy_array(state.u) or phases_enabled() or state.u.size > settings.get("cuda-graph-points"):
         return None
     if getattr(domain, "single", False):
-        return StepGraphs() if state.u.size <= settings.get("cuda-graph-points") else None
+        return StepGraphs()
     transport = getattr(domain, "transport", None)
     if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)
             and not settings.get("nccl-copy-engine")):
@@ -103,7 +104,7 @@ class StepGraphs:
         self.pool = cupy.cuda.MemoryPool()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.dt: float | None = None  # the step size of the previous step
-        self.warm = False  # a step of size ``dt`` ran on the pool: a capture finds its blocks there
+        self.warm = False  # a step ran on the pool: a capture finds its blocks there
         self.graph = None
         self.buffers: list = []  # the graph's fields (u, v, w, p): read at the start, written at the end
         self.gradient = None  # the forcing gradient the graph writes (a device scalar), or a float
@@ -116,8 +117,8 @@ class StepGraphs:
 
         if self.failed:
             return False
-        if dt != self.dt:
-            self.graph, self.buffers, self.warm, self.dt = None, [], False, dt
+        if dt != self.dt:  # the pool stays warm: its blocks fit a step with any dt
+            self.graph, self.buffers, self.dt = None, [], dt
             return False
         if self.graph is None:
             if not self.warm:

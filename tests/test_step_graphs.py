@@ -110,3 +110,48 @@ def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
     assert done == [False, True, True, True, False, True, True]
     assert events == [("on pool", 0.1), ("capture", 0.1), ("replay", 0.1), ("replay", 0.1),
                       ("capture", 0.2), ("replay", 0.2), ("replay", 0.2)]
+
+
+class _StepGraphsSpy:
+    """Stands in for a stepper's :class:`graphs.StepGraphs`: records the step sizes it is asked to replay."""
+
+    def __init__(self, collective: bool, graph) -> None:
+        self.collective, self.graph, self.asked = collective, graph, []
+
+    def step(self, stepper, state, dt) -> bool:
+        self.asked.append(dt)
+        return True
+
+
+def _cfl_stepper(step_graphs):
+    from daskflow.ns.stepper import Stepper
+
+    stepper = object.__new__(Stepper)
+    calls = {"allreduce": [], "substeps": []}
+    stepper.graphs = step_graphs
+    stepper.domain = SimpleNamespace(allreduce=lambda value, op: calls["allreduce"].append((value, op)) or 2 * value)
+    stepper.local_rate = lambda state: 3.0
+    stepper.substeps = lambda state, dt: calls["substeps"].append(dt) or 0.5
+    stepper.finish_step = lambda state, dt: None
+    return stepper, calls
+
+
+def test_a_cfl_step_of_pencils_with_a_graph_reduces_its_rate_first_and_replays():
+    """Pencils whose step graph exists reduce the rate in a round of their own and hand the step size
+    to the graph; without a graph the rate rides on the step's first halo round (the callable goes
+    to the substeps); one pencil takes its own rate."""
+    limit = lambda rate: 1.0 / rate  # noqa: E731 - the CFL step size from the domain's rate
+    with_graph = _StepGraphsSpy(collective=True, graph=object())
+    stepper, calls = _cfl_stepper(with_graph)
+    stepper.step(SimpleNamespace(), limit)
+    assert calls == {"allreduce": [(3.0, "max")], "substeps": []} and with_graph.asked == [1.0 / 6.0]
+
+    without = _StepGraphsSpy(collective=True, graph=None)
+    stepper, calls = _cfl_stepper(without)
+    stepper.step(SimpleNamespace(), limit)
+    assert calls["allreduce"] == [] and calls["substeps"] == [limit] and without.asked == []
+
+    single = _StepGraphsSpy(collective=False, graph=None)
+    stepper, calls = _cfl_stepper(single)
+    stepper.step(SimpleNamespace(), limit)
+    assert calls == {"allreduce": [], "substeps": []} and single.asked == [1.0 / 3.0]

@@ -22,8 +22,9 @@ its NCCL exchanges included (NCCL records its kernels into the graph; a replay o
 moves the pieces as the uncaptured step does): a step of pencils is bound by its host's Python
 around each exchange round, not by its GPU (``docs/performance.md``). Every pencil takes the same
 decisions (the same ``dt`` sequence), and after a capture the pencils agree in one reduction that
-all of them captured, else all run uncaptured from then on. CFL steps (whose ``dt`` comes from the
-domain's rate, reduced on the first halo round) run uncaptured; the held steps between them replay.
+all of them captured, else all run uncaptured from then on. A CFL step's ``dt`` comes from the
+domain's rate: once a graph exists the pencils reduce it in a small round before the step, which
+then replays where ``dt`` stays (else the rate rides on the step's first halo round, uncaptured).
 Their graphs stay with the pencils' transport from one run to the next (:func:`_kept`), with the
 memory pool of the step's temporaries: a later run of the same step size replays at once.
 """

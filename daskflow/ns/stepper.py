@@ -119,16 +119,24 @@ class Stepper:
     def step(self, state: State, dt) -> State:
         """One RK3 step of size ``dt``, or of ``dt(rate)`` when ``dt`` is a function of the
         domain-wide advective rate (:meth:`local_rate` maximised over the domain): that maximum then
-        rides on the step's first halo exchange instead of a reduction round of its own. A
-        single-pencil GPU step may replay a CUDA graph of itself (:mod:`daskflow.ns.graphs`)."""
+        rides on the step's first halo exchange instead of a reduction round of its own. A GPU
+        step may replay a CUDA graph of itself (:mod:`daskflow.ns.graphs`); a step of pencils
+        whose graph exists reduces the rate first, so that a CFL step keeping the step size replays
+        too."""
         if self.graphs is _UNSET:
             from daskflow.ns import graphs
 
             self.graphs = graphs.for_stepper(self, state)
-        if self.graphs is not None and not (callable(dt) and self.graphs.collective):
-            if callable(dt):  # the rate first (one pencil: nothing to exchange), then a step of known size
-                dt = dt(self.local_rate(state))
-            if self.graphs.step(self, state, dt):
+        graphs = self.graphs
+        if graphs is not None:
+            if callable(dt) and not (graphs.collective and graphs.graph is None):
+                # The rate first, then a step of known size that a graph may replay: one pencil has
+                # nothing to exchange; pencils with a graph reduce it in a small round of their own
+                # (a replay cannot take it from the step's first halo round). Pencils without one
+                # keep it riding on that round.
+                rate = self.local_rate(state)
+                dt = dt(self.domain.allreduce(rate, "max") if graphs.collective else rate)
+            if not callable(dt) and graphs.step(self, state, dt):
                 return state
         self.finish_step(state, self.substeps(state, dt))
         return state

@@ -73,7 +73,8 @@ def test_info_reports_versions():
     nccl = info["versions"]["nccl"]
     has_engines = nccl is not None and tuple(int(part) for part in nccl.split(".")[:2]) >= (2, 28)
     assert info["nccl_copy_engine"] == {"available": has_engines, "on": False}
-    assert info["cuda_graphs"] == {"points_per_pencil": 4194304, "pencils": True}  # the declared defaults
+    assert info["cuda_graphs"] == {"one_pencil_points": 4194304, "pencils": True,  # the declared defaults
+                                   "points_per_pencil": 33554432}
     assert info["control_interval_s"] == 0.0005
 
 

@@ -71,14 +71,17 @@ def test_a_run_that_ends_before_any_capture_keeps_its_fields():
         np.testing.assert_array_equal(getattr(state, name), buffer)
 
 
-def test_pencils_are_captured_up_to_the_points_limit_as_one_pencil_is(monkeypatch):
+def test_pencils_and_one_pencil_are_captured_up_to_their_points_limits(monkeypatch):
     monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
     monkeypatch.setattr(graphs, "is_cupy_array", lambda a: True)  # NumPy stands in for CuPy fields
     domain, state = _pencil(object(), shape=(8, 8, 8))
     single = SimpleNamespace(single=True)
     for limit, captured in ((512, True), (511, False)):
-        with dask.config.set({"daskflow.distributed-cuda-graphs": True, "daskflow.cuda-graph-points": limit}):
+        with dask.config.set({"daskflow.distributed-cuda-graph-points": limit, "daskflow.cuda-graph-points": 0}):
             assert (graphs.for_stepper(SimpleNamespace(domain=domain), state) is not None) == captured
+            assert graphs.for_stepper(SimpleNamespace(domain=single), state) is None
+        with dask.config.set({"daskflow.distributed-cuda-graph-points": 0, "daskflow.cuda-graph-points": limit}):
+            assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
             assert (graphs.for_stepper(SimpleNamespace(domain=single), state) is not None) == captured
     with dask.config.set({"daskflow.distributed-cuda-graphs": False}):
         assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None

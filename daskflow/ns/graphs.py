@@ -13,9 +13,10 @@ Memory: the captured step's temporaries come from a pool of the graph's own (the
 graph writes stay reserved for it); the step before the first capture runs on that pool, so
 that every allocation of the capture finds a free block there (a capture cannot allocate device
 memory). A step with another ``dt`` allocates the same blocks: after a new ``dt``, the next step
-with it is captured at once. Graphs are made for pencils (one or several) of at most
-``daskflow.cuda-graph-points`` points (dask config; 0: never): on larger ones the GPU's own work
-hides the launches, and the pool would hold a second copy of the step's temporaries.
+with it is captured at once. A single pencil's graphs are made up to ``daskflow.cuda-graph-points``
+points (dask config; 0: never): on larger ones the GPU's own work hides the launches, and the pool
+would hold a second copy of the step's temporaries. Pencils on several GPUs, whose hosts also drive
+every exchange round, have a limit of their own, ``daskflow.distributed-cuda-graph-points``.
 
 Pencils on several GPUs (``daskflow.distributed-cuda-graphs``) capture their step the same way,
 its NCCL exchanges included (NCCL records its kernels into the graph; a replay on every pencil
@@ -42,17 +43,20 @@ FIELDS = ("u", "v", "w", "p")
 
 
 def for_stepper(stepper, state) -> StepGraphs | None:
-    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields of at most
-    ``daskflow.cuda-graph-points`` points, no phase profiling (which waits for the device inside
-    the step), and either one pencil holding the whole domain or (``daskflow.distributed-cuda-graphs``)
-    pencils whose exchanges go through a transport that a capture can record (NCCL, point to point)."""
+    """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
+    profiling (which waits for the device inside the step), and either one pencil holding the whole
+    domain, at most ``daskflow.cuda-graph-points`` points, or (``daskflow.distributed-cuda-graphs``)
+    pencils of at most ``daskflow.distributed-cuda-graph-points`` points whose exchanges go through a
+    transport that a capture can record (NCCL, point to point)."""
     from daskflow import settings
     from daskflow.profiling import phases_enabled
 
     domain = stepper.domain
-    if not is_cupy_array(state.u) or phases_enabled() or state.u.size > settings.get("cuda-graph-points"):
+    single = getattr(domain, "single", False)
+    limit = settings.get("cuda-graph-points" if single else "distributed-cuda-graph-points")
+    if not is_cupy_array(state.u) or phases_enabled() or state.u.size > limit:
         return None
-    if getattr(domain, "single", False):
+    if single:
         return StepGraphs()
     transport = getattr(domain, "transport", None)
     if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)

@@ -39,9 +39,10 @@ def info(args) -> int:
                       "nccl_copy_engine": {"available": copy_engine.available(),
                                            "on": settings.get("nccl-copy-engine")},
                       "compiled_cpu_loops": compiled_loops(),
-                      # steps replayed from CUDA graphs: pencils of up to this many points (several: over NCCL)
-                      "cuda_graphs": {"points_per_pencil": int(settings.get("cuda-graph-points")),
-                                      "pencils": settings.get("distributed-cuda-graphs")},
+                      # steps replayed from CUDA graphs: one pencil up to this many points; pencils over NCCL
+                      "cuda_graphs": {"one_pencil_points": int(settings.get("cuda-graph-points")),
+                                      "pencils": settings.get("distributed-cuda-graphs"),
+                                      "points_per_pencil": int(settings.get("distributed-cuda-graph-points"))},
                       # how soon Dask's control messages leave while pencils run (distributed: 2-10 ms)
                       "control_interval_s": settings.get("control-interval"),
                       "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",

@@ -88,18 +88,21 @@ def test_pencils_and_one_pencil_are_captured_up_to_their_points_limits(monkeypat
         assert graphs.for_stepper(SimpleNamespace(domain=single), state) is not None
 
 
-def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
-    """The first capture follows a step on the graph's pool; a later ``dt`` (the next CFL step's) is
-    captured at its second step, the pool's blocks being there already."""
+def _fake_cupy(monkeypatch, free_bytes: int) -> None:
+    """A ``cupy`` module with what :meth:`graphs.StepGraphs.step` uses around its calls of the stepper."""
     import contextlib
     import sys
 
-    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(using_allocator=lambda malloc: contextlib.nullcontext()))
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    events = []
+    cuda = SimpleNamespace(using_allocator=lambda malloc: contextlib.nullcontext(),
+                           runtime=SimpleNamespace(memGetInfo=lambda: (free_bytes, 2 * free_bytes)))
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=cuda))
+
+
+def _recording_graphs(monkeypatch, events: list, collective: bool = False) -> graphs.StepGraphs:
+    """A :class:`graphs.StepGraphs` without CuPy whose captures and replays append to ``events``."""
     step_graphs = object.__new__(graphs.StepGraphs)
-    step_graphs.__dict__.update(collective=False, pool=SimpleNamespace(malloc=None), dt=None, warm=False, graph=None,
-                                buffers=[], failed=False)
+    step_graphs.__dict__.update(collective=collective, pool=SimpleNamespace(malloc=None), dt=None, warm=False,
+                                graph=None, buffers=[], failed=False)
 
     def capture(stepper, state, dt):
         events.append(("capture", dt))
@@ -108,11 +111,43 @@ def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
 
     monkeypatch.setattr(step_graphs, "_capture", capture)
     monkeypatch.setattr(step_graphs, "_replay", lambda stepper, state, dt: events.append(("replay", dt)))
-    stepper = SimpleNamespace(substeps=lambda state, dt: events.append(("on pool", dt)), finish_step=lambda s, dt: None)
-    done = [step_graphs.step(stepper, None, dt) for dt in (0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2)]
+    return step_graphs
+
+
+def _recording_stepper(events: list, peers_room: bool = True):
+    domain = SimpleNamespace(allreduce=lambda value, op: max(value, 0.0 if peers_room else 1.0))
+    return SimpleNamespace(domain=domain, substeps=lambda state, dt: events.append(("on pool", dt)),
+                           finish_step=lambda s, dt: None)
+
+
+STATE = SimpleNamespace(**{name: np.zeros(10) for name in graphs.FIELDS})  # 320 bytes of fields
+
+
+def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
+    """The first capture follows a step on the graph's pool; a later ``dt`` (the next CFL step's) is
+    captured at its second step, the pool's blocks being there already."""
+    _fake_cupy(monkeypatch, free_bytes=10**9)
+    events = []
+    step_graphs = _recording_graphs(monkeypatch, events)
+    stepper = _recording_stepper(events)
+    done = [step_graphs.step(stepper, STATE, dt) for dt in (0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2)]
     assert done == [False, True, True, True, False, True, True]
     assert events == [("on pool", 0.1), ("capture", 0.1), ("replay", 0.1), ("replay", 0.1),
                       ("capture", 0.2), ("replay", 0.2), ("replay", 0.2)]
+
+
+def test_no_graph_where_the_gpu_has_no_room_for_its_pool(monkeypatch):
+    """Without room for a second copy of the step's temporaries the steps run uncaptured (the step on
+    the pool could fail the run); pencils agree, so one without room keeps them all uncaptured."""
+    room = int(graphs.TEMPORARIES * 320)
+    for free, peers_room, captured in ((room, True, True), (room - 1, True, False), (room, False, False)):
+        _fake_cupy(monkeypatch, free_bytes=free)
+        events = []
+        step_graphs = _recording_graphs(monkeypatch, events, collective=True)
+        stepper = _recording_stepper(events, peers_room)
+        done = [step_graphs.step(stepper, STATE, 0.1) for _ in range(4)]
+        assert done == ([False, True, True, True] if captured else [False] * 4)
+        assert step_graphs.failed is not captured and (("replay", 0.1) in events) is captured
 
 
 class _StepGraphsSpy:

@@ -16,7 +16,8 @@ memory). A step with another ``dt`` allocates the same blocks: after a new ``dt`
 with it is captured at once. A single pencil's graphs are made up to ``daskflow.cuda-graph-points``
 points (dask config; 0: never): on larger ones the GPU's own work hides the launches, and the pool
 would hold a second copy of the step's temporaries. Pencils on several GPUs, whose hosts also drive
-every exchange round, have a limit of their own, ``daskflow.distributed-cuda-graph-points``.
+every exchange round, have a limit of their own, ``daskflow.distributed-cuda-graph-points``. A GPU
+without room for that second copy runs its steps uncaptured (its pencils agree).
 
 Pencils on several GPUs (``daskflow.distributed-cuda-graphs``) capture their step the same way,
 its NCCL exchanges included (NCCL records its kernels into the graph; a replay on every pencil
@@ -40,6 +41,9 @@ from daskflow.backend import is_cupy_array
 logger = logging.getLogger(__name__)
 
 FIELDS = ("u", "v", "w", "p")
+# A step's temporaries against its four fields' bytes: about 100 of the 130 bytes per point a GPU
+# step holds (the 512 x 256 x 144 channel on an H200), with some margin.
+TEMPORARIES = 3.5
 
 
 def for_stepper(stepper, state) -> StepGraphs | None:
@@ -127,6 +131,9 @@ class StepGraphs:
             return False
         if self.graph is None:
             if not self.warm:
+                if not self._room(stepper, state):
+                    self.failed = True  # the steps run uncaptured, as before
+                    return False
                 with cupy.cuda.using_allocator(self.pool.malloc):
                     stepper.substeps(state, dt)
                 stepper.finish_step(state, dt)
@@ -140,6 +147,21 @@ class StepGraphs:
                 return False
         self._replay(stepper, state, dt)
         return True
+
+    def _room(self, stepper, state) -> bool:
+        """Whether the device has room for the graph's pool, a second copy of the step's
+        temporaries (:data:`TEMPORARIES` times the fields' bytes): an allocation failing inside the
+        step on the pool would fail the run, not just its capture. Pencils agree in one reduction."""
+        import cupy
+
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        room = free >= TEMPORARIES * sum(getattr(state, name).nbytes for name in FIELDS)
+        if self.collective:
+            room = stepper.domain.allreduce(0.0 if room else 1.0, "max") == 0.0
+        if not room:
+            logger.warning("daskflow: no room on the GPU for a CUDA graph of the time step (its memory pool "
+                           "would hold a second copy of the step's temporaries); the steps run without one")
+        return room
 
     def detach(self, state) -> None:
         """Give ``state`` fields of its own where they are the graph's buffers (at the end of a run:

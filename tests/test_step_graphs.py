@@ -130,10 +130,12 @@ def test_after_a_new_dt_the_next_step_with_it_is_captured_at_once(monkeypatch):
     events = []
     step_graphs = _recording_graphs(monkeypatch, events)
     stepper = _recording_stepper(events)
+    before = graphs.COUNTS.copy()
     done = [step_graphs.step(stepper, STATE, dt) for dt in (0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2)]
     assert done == [False, True, True, True, False, True, True]
     assert events == [("on pool", 0.1), ("capture", 0.1), ("replay", 0.1), ("replay", 0.1),
                       ("capture", 0.2), ("replay", 0.2), ("replay", 0.2)]
+    assert graphs.COUNTS - before == {"captured": 2, "replayed": 4}  # what a benchmark reads
 
 
 def test_no_graph_where_the_gpu_has_no_room_for_its_pool(monkeypatch):
@@ -145,9 +147,11 @@ def test_no_graph_where_the_gpu_has_no_room_for_its_pool(monkeypatch):
         events = []
         step_graphs = _recording_graphs(monkeypatch, events, collective=True)
         stepper = _recording_stepper(events, peers_room)
+        before = graphs.COUNTS.copy()
         done = [step_graphs.step(stepper, STATE, 0.1) for _ in range(4)]
         assert done == ([False, True, True, True] if captured else [False] * 4)
         assert step_graphs.failed is not captured and (("replay", 0.1) in events) is captured
+        assert graphs.COUNTS - before == ({"captured": 1, "replayed": 2} if captured else {"uncaptured": 1})
 
 
 class _StepGraphsSpy:

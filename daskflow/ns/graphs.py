@@ -33,6 +33,7 @@ memory pool of the step's temporaries: a later run of the same step size replays
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 
@@ -41,6 +42,10 @@ from daskflow.backend import is_cupy_array
 logger = logging.getLogger(__name__)
 
 FIELDS = ("u", "v", "w", "p")
+# What the step graphs of this process did, for benchmarks and diagnostics: ``captured`` graphs,
+# ``replayed`` steps, and ``uncaptured`` graphs (a capture that failed here or on a peer pencil, or
+# no room for the pool: their steps then run from the host).
+COUNTS: collections.Counter = collections.Counter()
 # A step's temporaries against its four fields' bytes: about 100 of the 130 bytes per point a GPU
 # step holds (the 512 x 256 x 144 channel on an H200), with some margin.
 TEMPORARIES = 3.5
@@ -133,6 +138,7 @@ class StepGraphs:
             if not self.warm:
                 if not self._room(stepper, state):
                     self.failed = True  # the steps run uncaptured, as before
+                    COUNTS["uncaptured"] += 1
                     return False
                 with cupy.cuda.using_allocator(self.pool.malloc):
                     stepper.substeps(state, dt)
@@ -142,10 +148,12 @@ class StepGraphs:
             captured = self._capture(stepper, state, dt)
             if self.collective and stepper.domain.allreduce(0.0 if captured else 1.0, "max") > 0.0:
                 self.failed, self.graph, self.buffers = True, None, []  # every pencil runs uncaptured
-                return False
+                captured = False
+            COUNTS["captured" if captured else "uncaptured"] += 1
             if not captured:
                 return False
         self._replay(stepper, state, dt)
+        COUNTS["replayed"] += 1
         return True
 
     def _room(self, stepper, state) -> bool:

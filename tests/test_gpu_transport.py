@@ -155,47 +155,60 @@ def test_gpu_pencils_over_nccl_equal_the_one_gpu_run(cuda_client):
 
 
 def _count_replays(dask_worker=None) -> int:
-    """The CUDA-graph replays of time steps on this worker since the first call (which starts counting)."""
+    """The time steps this worker's process has replayed from CUDA graphs so far."""
     from daskflow.ns import graphs
 
-    if not hasattr(graphs.StepGraphs, "replays_counted"):
-        replay = graphs.StepGraphs._replay
+    return graphs.COUNTS["replayed"]
 
-        def counted(self, *args):
-            graphs.StepGraphs.replays_counted += 1
-            return replay(self, *args)
 
-        graphs.StepGraphs._replay, graphs.StepGraphs.replays_counted = counted, 0
-    return graphs.StepGraphs.replays_counted
+# physics of other paths through the step: explicit and fully implicit diffusion, skew-symmetric
+# advection, a fixed pressure gradient, single precision
+OTHER_PHYSICS = ({"time": {"implicit_diffusion": "xyz"}, "physics": {"advection": "skew_symmetric"}},
+                 {"time": {"implicit_diffusion": "none"}, "solver": {"dtype": "float32"},
+                  "physics": {"forcing": {"kind": "pressure_gradient", "value": [0.02, 0.0]}}})
+
+
+def _variants(gpus: int) -> list:
+    """(pencils, timing, physics) of the captured test: every decomposition with the channel's
+    physics, a CFL step size that changes at every evaluation (no dt_max to hold it), and the other
+    physics, at the first decomposition."""
+    first = _decompositions(gpus)[0]
+    return ([(pencils, timing, {}) for pencils in _decompositions(gpus) for timing in ({"dt": 0.004}, {"cfl_every": 4})]
+            + [(first, {"cfl_every": 3, "dt_max": 1.0}, {})]
+            + [(first, {"cfl_every": 3}, physics) for physics in OTHER_PHYSICS])
 
 
 def test_captured_pencil_steps_equal_the_uncaptured_ones_bit_for_bit(cuda_client):
     """With ``daskflow.distributed-cuda-graphs`` the pencils capture their step, NCCL's halos,
     transposes and z-solve rows included, and replay it, also in the next run: the bits of the steps
-    run one by one, over steps of a fixed size and over CFL steps every fourth step with the held
-    ones replayed between; a run's fields stay as it left them while a later run replays."""
+    run one by one, over steps of a fixed size and over CFL steps with the held ones replayed between
+    (and the CFL steps themselves where the step size stays), also for other physics; a run's fields
+    stay as it left them while a later run replays."""
+    from daskflow import settings
+
     gpus = len(cuda_client.scheduler_info()["workers"])
-    cuda_client.run(_count_replays)
-    for pencils in _decompositions(gpus):
-        for timing in ({"dt": 0.004}, {"cfl_every": 4}):
-            runs = {}
-            for graphs in (False, True):
-                cuda_client.run(_set_config, {"daskflow.distributed-cuda-graphs": graphs})
-                cfg = _channel(pencils, "nccl")
-                cfg["time"] = {**cfg["time"], **timing}
-                before = sum(cuda_client.run(_count_replays).values())
-                sim = Simulation(cfg, client=cuda_client)
-                sim.run(steps=5)
-                first, held = _fields(sim)["u"], sim.u  # ``held``: the first run's pencils themselves
-                sim.run(steps=7)  # replays the graph the first run captured, where its dt is the same
-                replays = sum(cuda_client.run(_count_replays).values()) - before
-                runs[graphs] = (_fields(sim), sim.diagnostics(), sim.time)
-                assert (replays > 0) == graphs, (pencils, timing, replays)
-                np.testing.assert_array_equal(held.map_blocks(_to_host, dtype=float).compute(), first)
-            for name in "uvwp":
-                np.testing.assert_array_equal(runs[True][0][name], runs[False][0][name])
-            assert runs[True][1:] == runs[False][1:]
-    cuda_client.run(_set_config, {"daskflow.distributed-cuda-graphs": False})
+    for pencils, timing, physics in _variants(gpus):
+        runs = {}
+        for graphs in (False, True):
+            cuda_client.run(_set_config, {"daskflow.distributed-cuda-graphs": graphs})
+            cfg = _channel(pencils, "nccl")
+            for section, values in physics.items():
+                cfg[section] = {**cfg.get(section, {}), **values}
+            cfg["time"] = {**cfg["time"], **timing}
+            before = sum(cuda_client.run(_count_replays).values())
+            sim = Simulation(cfg, client=cuda_client)
+            sim.run(steps=5)
+            first, held = _fields(sim)["u"], sim.u  # ``held``: the first run's pencils themselves
+            sim.run(steps=7)  # replays the graph the first run captured, where its dt is the same
+            replays = sum(cuda_client.run(_count_replays).values()) - before
+            runs[graphs] = (_fields(sim), sim.diagnostics(), sim.time)
+            assert (replays > 0) == graphs, (pencils, timing, physics, replays)
+            np.testing.assert_array_equal(held.map_blocks(_to_host, dtype=float).compute(), first)
+        for name in "uvwp":
+            np.testing.assert_array_equal(runs[True][0][name], runs[False][0][name])
+        assert runs[True][1:] == runs[False][1:]
+    cuda_client.run(_set_config, {"daskflow.distributed-cuda-graphs": settings.DEFAULTS["daskflow"]
+                                  ["distributed-cuda-graphs"]})
 
 
 def _one_gpu_run(cfg: dict, steps: int) -> dict:

@@ -83,7 +83,7 @@ def distributed(args) -> list[dict]:
     from distributed import Client
 
     from daskflow import Simulation
-    from daskflow.profiling import profile_workers
+    from daskflow.profiling import graph_counts, profile_workers
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     layouts = args.layouts or [[args.gpus, 1]]
@@ -100,7 +100,7 @@ def distributed(args) -> list[dict]:
             cfg["cluster"] = {"comm": comm}
             sim = Simulation(cfg, client=client)
             sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
-            counts, first = client.run(_graph_counts), sim.step
+            counts, first = graph_counts(client), sim.step
             runs = []
             for _ in range(args.runs):
                 start = time.perf_counter()
@@ -108,7 +108,7 @@ def distributed(args) -> list[dict]:
                 runs.append((time.perf_counter() - start) / args.steps)
             seconds = float(np.median(runs))
             per_step, per_run = steady(sim.run, args.steps)
-            graphs = _graph_report(counts, client.run(_graph_counts), sim.step - first)
+            graphs = _graph_report(counts, graph_counts(client), sim.step - first)
             with profile_workers(client) as reports:
                 sim.run(steps=args.steps)
                 phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
@@ -134,18 +134,12 @@ def distributed(args) -> list[dict]:
     return rows
 
 
-def _graph_counts() -> dict:
-    """What this worker's step graphs have done so far (:data:`daskflow.ns.graphs.COUNTS`)."""
-    from daskflow.ns import graphs
-
-    return dict(graphs.COUNTS)
-
-
 def _graph_report(before: dict, after: dict, steps: int) -> dict:
-    """The timed steps' CUDA graphs: per worker, the steps replayed from one out of ``steps``, and
-    the graphs captured or given up (a failed capture, or no room) meanwhile."""
-    return {"steps": steps, **{worker: {key: after[worker].get(key, 0) - before.get(worker, {}).get(key, 0)
-                                        for key in ("replayed", "captured", "uncaptured")} for worker in after}}
+    """The timed steps' CUDA graphs (:func:`daskflow.profiling.graph_counts` before and after them):
+    per worker, the steps replayed from one out of ``steps``, and the graphs captured or given up
+    (a failed capture, or no room) meanwhile."""
+    return {"steps": steps, **{worker: {key: after[worker][key] - before.get(worker, {}).get(key, 0)
+                                        for key in after[worker]} for worker in after}}
 
 
 def _halo_round_ms(reports: list[dict]) -> float:
@@ -237,6 +231,7 @@ def main() -> None:
     import daskflow
     from daskflow import Simulation
     from daskflow.backend import device_name
+    from daskflow.ns import graphs
     from daskflow.ns import operators as ops
     from daskflow.profiling import PhaseClock, TimedDomain, device_sync
 
@@ -244,11 +239,12 @@ def main() -> None:
     pool.free_all_blocks()
     sim = Simulation(_config(args.shape, args.implicit, args.pencils, cfl_every=args.cfl_every, dt=args.dt))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
-    counts, first = _graph_counts(), sim.step
+    counts, first = dict(graphs.COUNTS), sim.step
     runs = [event_seconds(cp, lambda: sim.run(steps=args.steps), 1) / args.steps for _ in range(args.runs)]
     step = float(np.median(runs))  # as the multi-GPU points: the median of runs of --steps steps
     per_step, per_run = steady(sim.run, args.steps, cp.cuda.Device().synchronize)
-    graphs = _graph_report({"here": counts}, {"here": _graph_counts()}, sim.step - first)
+    here = {key: graphs.COUNTS[key] for key in ("captured", "replayed", "uncaptured")}
+    replayed = _graph_report({"here": counts}, {"here": here}, sim.step - first)
     points = int(np.prod(args.shape))
     # CuPy's pool keeps every block it ever handed out, so what it holds now is the run's peak
     # GPU memory (fields, RK history, temporaries, FFT work areas), cuFFT plan caches aside.
@@ -284,7 +280,7 @@ def main() -> None:
         "per_substep_breakdown_ms": breakdown, "substeps_per_step": 3,
         "phases_ms_per_step": _per_step_ms(clock.report(), args.steps),
         "gpu_memory_bytes": held, "gpu_memory_bytes_per_point": held / points,
-        "divergence_max": sim.divergence_max(), "cuda_graphs": graphs,
+        "divergence_max": sim.divergence_max(), "cuda_graphs": replayed,
         "target": "<= 2 ns per point per step on one H100",
         "versions": {"daskflow": daskflow.__version__, "cupy": cp.__version__, "python": platform.python_version()},
     }, indent=2))

@@ -16,9 +16,10 @@ class _Graphs:
         self.collective = collective
 
 
-def _pencil(plan, key=(0, 0), shape=(4, 4, 4)):
+def _pencil(plan, key=(0, 0), shape=(4, 4, 4), pencils=2):
     transport = SimpleNamespace(capturable=True)
-    return SimpleNamespace(plan=plan, key=key, transport=transport), SimpleNamespace(u=np.zeros(shape))
+    dec = SimpleNamespace(indices=[(i, 0) for i in range(pencils)])
+    return SimpleNamespace(plan=plan, key=key, transport=transport, dec=dec), SimpleNamespace(u=np.zeros(shape))
 
 
 def test_numpy_fields_are_never_captured():
@@ -86,6 +87,8 @@ def test_pencils_and_one_pencil_are_captured_up_to_their_points_limits(monkeypat
     with dask.config.set({"daskflow.distributed-cuda-graphs": False}):
         assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
         assert graphs.for_stepper(SimpleNamespace(domain=single), state) is not None
+    more, _ = _pencil(object(), shape=(8, 8, 8), pencils=graphs.MAX_PENCILS + 2)
+    assert graphs.for_stepper(SimpleNamespace(domain=more), state) is None  # more pencils: uncaptured
 
 
 def _fake_cupy(monkeypatch, free_bytes: int) -> None:

@@ -214,9 +214,9 @@ def test_more_pencils_run_uncaptured(cuda_client):
     assert sum(cuda_client.run(_count_replays).values()) == before
 
 
-@pytest.mark.xfail(strict=True, reason="captured steps of four pencils differ from the uncaptured ones "
-                                       "(0.3 % after 12 steps at (4, 1) on 4 x H200); graphs.MAX_PENCILS keeps "
-                                       "them uncaptured until this passes")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="captured steps of four pencils differ from the uncaptured ones (0.3 % after 12 steps "
+                          "at (4, 1) on 4 x H200); graphs.MAX_PENCILS keeps them uncaptured until this passes")
 def test_captured_steps_of_more_pencils_differ(cuda_client):
     from daskflow.ns import graphs
 

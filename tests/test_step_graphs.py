@@ -44,6 +44,18 @@ def test_a_transports_graphs_are_kept_per_plan_and_pencil_the_most_recent_ones(m
     assert graphs._kept(transport, domain, state) is not first  # plan_a's graphs went with the older entries
 
 
+def test_steps_with_implicit_xyz_diffusion_keep_no_graph_beyond_their_run(monkeypatch):
+    """Their Helmholtz set-ups are dropped at the end of a run; a kept graph would read them after."""
+    monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
+    monkeypatch.setattr(graphs, "is_cupy_array", lambda a: True)  # NumPy stands in for CuPy fields
+    domain, state = _pencil(object())
+    first = graphs.for_stepper(SimpleNamespace(domain=domain, implicit="xyz"), state)
+    assert first.collective and not hasattr(domain.transport, "step_graphs")
+    assert graphs.for_stepper(SimpleNamespace(domain=domain, implicit="xyz"), state) is not first
+    kept = graphs.for_stepper(SimpleNamespace(domain=domain, implicit="z"), state)
+    assert graphs.for_stepper(SimpleNamespace(domain=domain, implicit="z"), state) is kept
+
+
 def test_a_new_plan_at_a_reused_address_gets_graphs_of_its_own(monkeypatch):
     monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
     plan = object()

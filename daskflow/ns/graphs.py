@@ -29,7 +29,10 @@ all of them captured, else all run uncaptured from then on. A CFL step's ``dt`` 
 domain's rate: once a graph exists the pencils reduce it in a small round before the step, which
 then replays where ``dt`` stays (else the rate rides on the step's first halo round, uncaptured).
 Their graphs stay with the pencils' transport from one run to the next (:func:`_kept`), with the
-memory pool of the step's temporaries: a later run of the same step size replays at once.
+memory pool of the step's temporaries: a later run of the same step size replays at once. A kept
+graph reads every device array its kernels were given, so only steps whose set-ups outlive their run
+(the pressure's and the z solves', cached with the plan) keep theirs; the Helmholtz set-ups of
+implicit x, y and z diffusion go with their run, and so do its graphs.
 """
 
 from __future__ import annotations
@@ -76,6 +79,10 @@ def for_stepper(stepper, state) -> StepGraphs | None:
     transport = getattr(domain, "transport", None)
     if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)
             and not settings.get("nccl-copy-engine") and len(domain.dec.indices) <= MAX_PENCILS):
+        if getattr(stepper, "implicit", None) == "xyz":
+            # its Helmholtz set-ups are the run's (FlowDomain.finish drops them), so is its graph:
+            # kept, it would replay on freed memory in the next run
+            return StepGraphs(collective=True)
         return _kept(transport, domain, state)
     return None
 

@@ -83,7 +83,8 @@ def distributed(args) -> list[dict]:
     from distributed import Client
 
     from daskflow import Simulation
-    from daskflow.profiling import graph_counts, profile_workers
+    from daskflow.ns import graphs
+    from daskflow.profiling import profile_workers
 
     shape = [args.shape[0], args.shape[1] * args.gpus, args.shape[2]]
     layouts = args.layouts or [[args.gpus, 1]]
@@ -100,7 +101,7 @@ def distributed(args) -> list[dict]:
             cfg["cluster"] = {"comm": comm}
             sim = Simulation(cfg, client=client)
             sim.run(steps=2)  # warm-up: communicators, kernels, FFT plans, pools
-            counts, first = graph_counts(client), sim.step
+            counts, first = graphs.counts(client), sim.step
             runs = []
             for _ in range(args.runs):
                 start = time.perf_counter()
@@ -108,7 +109,7 @@ def distributed(args) -> list[dict]:
                 runs.append((time.perf_counter() - start) / args.steps)
             seconds = float(np.median(runs))
             per_step, per_run = steady(sim.run, args.steps)
-            graphs = _graph_report(counts, graph_counts(client), sim.step - first)
+            replayed = _graph_report(counts, graphs.counts(client), sim.step - first)
             with profile_workers(client) as reports:
                 sim.run(steps=args.steps)
                 phases = {worker: _per_step_ms(report, args.steps) for worker, report in reports().items()}
@@ -123,7 +124,7 @@ def distributed(args) -> list[dict]:
                    "seconds_per_step": seconds, "seconds_per_step_runs": runs,
                    "seconds_per_step_steady": per_step, "seconds_per_run": per_run,
                    "ns_per_point_per_step": seconds / np.prod(shape) * 1e9,
-                   "divergence_max": sim.divergence_max(), "cuda_graphs": graphs, "phases_ms_per_step": phases,
+                   "divergence_max": sim.divergence_max(), "cuda_graphs": replayed, "phases_ms_per_step": phases,
                    "device_phases_ms_per_step": timeline,
                    "halo_round_ms": _halo_round_ms(list(phases.values())),
                    "exchange_fraction": _exchange_fraction(phases),
@@ -135,7 +136,7 @@ def distributed(args) -> list[dict]:
 
 
 def _graph_report(before: dict, after: dict, steps: int) -> dict:
-    """The timed steps' CUDA graphs (:func:`daskflow.profiling.graph_counts` before and after them):
+    """The timed steps' CUDA graphs (:func:`daskflow.ns.graphs.counts` before and after them):
     per worker, the steps replayed from one out of ``steps``, and the graphs captured or given up
     (a failed capture, or no room) meanwhile."""
     return {"steps": steps, **{worker: {key: after[worker][key] - before.get(worker, {}).get(key, 0)

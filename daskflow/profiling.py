@@ -179,16 +179,3 @@ def profile_workers(client, events: bool = False):
     finally:
         client.run(_switch, False, False)
 
-
-def _graph_counts() -> dict:
-    from daskflow.ns import graphs
-
-    return dict(graphs.COUNTS)
-
-
-def graph_counts(client) -> dict:
-    """``{worker: {"captured": graphs, "replayed": steps, "uncaptured": graphs}}`` since each
-    worker's process started (:data:`daskflow.ns.graphs.COUNTS`): whether a run's steps replay CUDA
-    graphs, or a capture was given up (a failed capture on any pencil, no room for the graph's pool)."""
-    return {worker: {key: counts.get(key, 0) for key in ("captured", "replayed", "uncaptured")}
-            for worker, counts in client.run(_graph_counts).items()}

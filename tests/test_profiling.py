@@ -29,27 +29,3 @@ def test_timed_domain_charges_each_phase_and_changes_nothing():
     assert 0 < inside < report["task"]["seconds"]
     assert merge(merge({}, report), report)["halo"]["calls"] == 36
 
-
-def test_graph_counts_reports_every_workers_step_graphs():
-    """What each worker's step graphs did, read on a cluster (threaded workers share this process's
-    counts; NumPy runs never capture, so a run adds nothing)."""
-    from distributed import Client, LocalCluster
-
-    from daskflow.ns import graphs
-    from daskflow.profiling import graph_counts
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        before = graph_counts(client)
-        assert sorted(before) == sorted(client.scheduler_info()["workers"])
-        cfg = copy.deepcopy(CHANNEL)
-        cfg["solver"] = {**cfg.get("solver", {}), "pencils": [2, 1]}
-        Simulation(cfg, client=client).run(steps=2)
-        assert graph_counts(client) == before
-        graphs.COUNTS["replayed"] += 3
-        try:
-            after = graph_counts(client)
-        finally:
-            graphs.COUNTS["replayed"] -= 3
-    for worker, counts in after.items():
-        assert counts == {**before[worker], "replayed": before[worker]["replayed"] + 3}

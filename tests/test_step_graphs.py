@@ -1,12 +1,15 @@
 """Which steps may be captured as CUDA graphs, and how the graphs of pencils' steps are kept from one
 run to the next (the capture itself runs on GPUs: tests/test_gpu_transport.py, tests/test_gpu_ns.py)."""
 
+import copy
 from types import SimpleNamespace
 
 import dask
 import numpy as np
 
+from daskflow import Simulation
 from daskflow.ns import graphs
+from tests.helpers import CHANNEL
 
 
 class _Graphs:
@@ -212,3 +215,26 @@ def test_a_cfl_step_of_pencils_with_a_graph_reduces_its_rate_first_and_replays()
     stepper, calls = _cfl_stepper(single)
     stepper.step(SimpleNamespace(), limit)
     assert calls == {"allreduce": [], "substeps": []} and single.asked == [1.0 / 3.0]
+
+
+def test_counts_reports_every_workers_step_graphs():
+    """What each worker's step graphs did, read on a cluster (threaded workers share this process's
+    counts; NumPy runs never capture, so a run adds nothing)."""
+    from distributed import Client, LocalCluster
+
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        before = graphs.counts(client)
+        assert sorted(before) == sorted(client.scheduler_info()["workers"])
+        cfg = copy.deepcopy(CHANNEL)
+        cfg["solver"] = {**cfg.get("solver", {}), "pencils": [2, 1]}
+        Simulation(cfg, client=client).run(steps=2)
+        assert graphs.counts(client) == before
+        graphs.COUNTS["replayed"] += 3
+        try:
+            after = graphs.counts(client)
+        finally:
+            graphs.COUNTS["replayed"] -= 3
+    for worker, counts in after.items():
+        assert counts == {**before[worker], "replayed": before[worker]["replayed"] + 3}

@@ -60,6 +60,18 @@ TEMPORARIES = 3.5
 MAX_PENCILS = 2
 
 
+def counts(client) -> dict:
+    """``{worker: {"captured": graphs, "replayed": steps, "uncaptured": graphs}}`` on ``client``'s
+    workers since each one's process started (:data:`COUNTS`): whether a run's steps replay CUDA
+    graphs, or a capture was given up (a failed capture on any pencil, no room for the graph's pool)."""
+    return {worker: {key: here.get(key, 0) for key in ("captured", "replayed", "uncaptured")}
+            for worker, here in client.run(_counts_here).items()}
+
+
+def _counts_here() -> dict:
+    return dict(COUNTS)
+
+
 def for_stepper(stepper, state) -> StepGraphs | None:
     """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
     profiling (which waits for the device inside the step), and either one pencil holding the whole

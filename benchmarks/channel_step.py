@@ -139,8 +139,8 @@ def _graph_report(before: dict, after: dict, steps: int) -> dict:
     """The timed steps' CUDA graphs (:func:`daskflow.ns.graphs.counts` before and after them):
     per worker, the steps replayed from one out of ``steps``, and the graphs captured or given up
     (a failed capture, or no room) meanwhile."""
-    return {"steps": steps, **{worker: {key: after[worker][key] - before.get(worker, {}).get(key, 0)
-                                        for key in after[worker]} for worker in after}}
+    return {"steps": steps, **{worker: {key: n - before[worker][key] for key, n in after[worker].items()}
+                               for worker in after}}
 
 
 def _halo_round_ms(reports: list[dict]) -> float:
@@ -240,12 +240,11 @@ def main() -> None:
     pool.free_all_blocks()
     sim = Simulation(_config(args.shape, args.implicit, args.pencils, cfl_every=args.cfl_every, dt=args.dt))
     sim.run(steps=2)  # warm-up: kernels, FFT plans, memory pool
-    counts, first = dict(graphs.COUNTS), sim.step
+    counts, first = graphs.local_counts(), sim.step
     runs = [event_seconds(cp, lambda: sim.run(steps=args.steps), 1) / args.steps for _ in range(args.runs)]
     step = float(np.median(runs))  # as the multi-GPU points: the median of runs of --steps steps
     per_step, per_run = steady(sim.run, args.steps, cp.cuda.Device().synchronize)
-    here = {key: graphs.COUNTS[key] for key in ("captured", "replayed", "uncaptured")}
-    replayed = _graph_report({"here": counts}, {"here": here}, sim.step - first)
+    replayed = _graph_report({"here": counts}, {"here": graphs.local_counts()}, sim.step - first)
     points = int(np.prod(args.shape))
     # CuPy's pool keeps every block it ever handed out, so what it holds now is the run's peak
     # GPU memory (fields, RK history, temporaries, FFT work areas), cuFFT plan caches aside.

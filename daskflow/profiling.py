@@ -178,4 +178,3 @@ def profile_workers(client, events: bool = False):
         yield lambda: client.run(_report)
     finally:
         client.run(_switch, False, False)
-

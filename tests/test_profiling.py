@@ -28,4 +28,3 @@ def test_timed_domain_charges_each_phase_and_changes_nothing():
     inside = sum(e["seconds"] for p, e in report.items() if p != "task")
     assert 0 < inside < report["task"]["seconds"]
     assert merge(merge({}, report), report)["halo"]["calls"] == 36
-

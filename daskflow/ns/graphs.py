@@ -60,16 +60,16 @@ TEMPORARIES = 3.5
 MAX_PENCILS = 2
 
 
+def local_counts() -> dict:
+    """``{"captured": graphs, "replayed": steps, "uncaptured": graphs}`` of this process since it
+    started (:data:`COUNTS`): whether its steps replay CUDA graphs, or a capture was given up (a
+    failed capture on any pencil, no room for the graph's pool)."""
+    return {key: COUNTS[key] for key in ("captured", "replayed", "uncaptured")}
+
+
 def counts(client) -> dict:
-    """``{worker: {"captured": graphs, "replayed": steps, "uncaptured": graphs}}`` on ``client``'s
-    workers since each one's process started (:data:`COUNTS`): whether a run's steps replay CUDA
-    graphs, or a capture was given up (a failed capture on any pencil, no room for the graph's pool)."""
-    return {worker: {key: here.get(key, 0) for key in ("captured", "replayed", "uncaptured")}
-            for worker, here in client.run(_counts_here).items()}
-
-
-def _counts_here() -> dict:
-    return dict(COUNTS)
+    """:func:`local_counts` of every worker of ``client``, by worker address."""
+    return client.run(local_counts)
 
 
 def for_stepper(stepper, state) -> StepGraphs | None:
@@ -171,7 +171,7 @@ class StepGraphs:
                 self.warm = True
                 return True
             captured = self._capture(stepper, state, dt)
-            if self.collective and stepper.domain.allreduce(0.0 if captured else 1.0, "max") > 0.0:
+            if not self._everywhere(stepper, captured):
                 self.failed, self.graph, self.buffers = True, None, []  # every pencil runs uncaptured
                 captured = False
             COUNTS["captured" if captured else "uncaptured"] += 1
@@ -188,13 +188,17 @@ class StepGraphs:
         import cupy
 
         free, _ = cupy.cuda.runtime.memGetInfo()
-        room = free >= TEMPORARIES * sum(getattr(state, name).nbytes for name in FIELDS)
-        if self.collective:
-            room = stepper.domain.allreduce(0.0 if room else 1.0, "max") == 0.0
+        room = self._everywhere(stepper, free >= TEMPORARIES * sum(getattr(state, name).nbytes for name in FIELDS))
         if not room:
             logger.warning("daskflow: no room on the GPU for a CUDA graph of the time step (its memory pool "
                            "would hold a second copy of the step's temporaries); the steps run without one")
         return room
+
+    def _everywhere(self, stepper, ok: bool) -> bool:
+        """Whether ``ok`` holds on every pencil (one small reduction among pencils; one pencil's own)."""
+        if not self.collective:
+            return ok
+        return stepper.domain.allreduce(0.0 if ok else 1.0, "max") == 0.0
 
     def detach(self, state) -> None:
         """Give ``state`` fields of its own where they are the graph's buffers (at the end of a run:

@@ -768,6 +768,26 @@ def test_a_finished_solve_holds_no_data_once_its_caller_drops_it(loopback):
             time.sleep(0.05)
 
 
+def test_fused_work_waits_for_pending_work_but_not_for_a_failed_submission():
+    """The turn a new fused task waits for: the pending work submitted last on its worker, unless that
+    submission already failed on another worker (its aborted tasks would pass their error on: a solve
+    retried at once after a failure failed with it)."""
+    from types import SimpleNamespace
+
+    client = SimpleNamespace(id="turns")
+
+    def future(status):
+        return SimpleNamespace(status=status, add_done_callback=lambda fn: None)
+
+    running = {"a": future("pending"), "b": future("pending")}
+    transport.took_turn(client, running)
+    assert transport.wait_turn(client, ["a", "b"]) == running
+    failed = {"a": future("error"), "b": future("pending")}  # "b" not yet told that its peer failed
+    transport.took_turn(client, failed)
+    assert transport.wait_turn(client, ["a", "b"]) == {}
+    transport._LAST_FUSED.pop("turns")
+
+
 def test_a_solver_goes_on_with_a_new_communicator_after_a_failed_solve(loopback):
     import dask.array as da
 

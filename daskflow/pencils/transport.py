@@ -300,27 +300,34 @@ def _check_ucx(client, workers: Sequence[str], setting: str) -> None:
 
 _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, workers, device)
 _CHECKED: set[tuple] = set()  # keys of _SHARED found alive (or made) with no failed run since
-_LAST_FUSED: dict[str, dict] = {}  # client id -> worker -> an output of the fused work submitted there last
+_LAST_FUSED: dict[str, dict] = {}  # client id -> worker -> (an output of the fused work submitted there last,
+#                                    every output of that submission by worker)
 
 
 def wait_turn(client, workers: Sequence[str]) -> dict:
     """Per worker of ``workers``, an output of the fused work (a solve, a run) submitted there last,
     while it is still pending: a new fused task on that worker must depend on it. Fused work shares
     communicators (and a GPU's NCCL queue), so it has to reach every worker in one order, whichever
-    solver or simulation submitted it; their exchanges would mix otherwise."""
+    solver or simulation submitted it; their exchanges would mix otherwise. Work of a submission
+    that has already failed somewhere is not waited for: its other tasks are aborted and fail too,
+    and a task depending on them would fail with their error (a solve retried at once after a
+    failure inherited it); the next work runs on a new communicator anyway."""
     last = _LAST_FUSED.setdefault(client.id, {})
-    pending = {w: future for w, future in list(last.items()) if future.status == "pending"}  # a copy: done
-    return {w: pending[w] for w in workers if w in pending}  # callbacks remove entries meanwhile
+    pending = {w: future for w, (future, submission) in list(last.items())  # a copy: callbacks remove entries
+               if future.status == "pending"
+               and not any(f.status in ("error", "cancelled") for f in submission.values())}
+    return {w: pending[w] for w in workers if w in pending}
 
 
 def took_turn(client, outputs: dict) -> None:
     """Record ``outputs`` (worker -> a future of fused work just submitted there) for
     :func:`wait_turn`; each is forgotten as soon as it is done, so no data is held here."""
     last = _LAST_FUSED.setdefault(client.id, {})
-    last.update(outputs)
+    submission = dict(outputs)
+    last.update({worker: (future, submission) for worker, future in outputs.items()})
     for worker, future in outputs.items():
-        future.add_done_callback(lambda done, worker=worker: last.pop(worker, None) if last.get(worker) is done
-                                 else None)
+        future.add_done_callback(lambda done, worker=worker: last.pop(worker, None)
+                                 if last.get(worker, (None,))[0] is done else None)
 
 
 def submit_together(client, calls: Sequence[tuple[Callable, tuple, dict]], spent: list | None = None) -> list:

@@ -19,11 +19,10 @@ would hold a second copy of the step's temporaries. Pencils on several GPUs, who
 every exchange round, have a limit of their own, ``daskflow.distributed-cuda-graph-points``. A GPU
 without room for that second copy runs its steps uncaptured (its pencils agree).
 
-Pencils on two GPUs (``daskflow.distributed-cuda-graphs``; more run uncaptured, see
-:data:`MAX_PENCILS`) capture their step the same way, its NCCL exchanges included (NCCL records its
-kernels into the graph; a replay on every pencil moves the pieces as the uncaptured step does): a
-step of pencils is bound by its host's Python
-around each exchange round, not by its GPU (``docs/performance.md``). Every pencil takes the same
+Pencils on several GPUs (``daskflow.distributed-cuda-graphs``) capture their step the same way, its
+NCCL exchanges included (NCCL records its kernels into the graph; a replay on every pencil moves the
+pieces as the uncaptured step does): a step of pencils is bound by its host's Python around each
+exchange round, not by its GPU (``docs/performance.md``). Every pencil takes the same
 decisions (the same ``dt`` sequence), and after a capture the pencils agree in one reduction that
 all of them captured, else all run uncaptured from then on. A CFL step's ``dt`` comes from the
 domain's rate: once a graph exists the pencils reduce it in a small round before the step, which
@@ -53,11 +52,6 @@ COUNTS: collections.Counter = collections.Counter()
 # A step's temporaries against its four fields' bytes: about 100 of the 130 bytes per point a GPU
 # step holds (the 512 x 256 x 144 channel on an H200), with some margin.
 TEMPORARIES = 3.5
-# Pencils captured together at most: on four H200s the captured steps of (4, 1) pencils differed
-# from the uncaptured ones (by 0.3 % after 12 steps; tests/test_gpu_transport.py, its 4-GPU
-# parameter), while two pencils give the same bits in every variant tested. Until that is
-# understood, more pencils run their steps from the host.
-MAX_PENCILS = 2
 
 
 def local_counts() -> dict:
@@ -76,8 +70,8 @@ def for_stepper(stepper, state) -> StepGraphs | None:
     """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
     profiling (which waits for the device inside the step), and either one pencil holding the whole
     domain, at most ``daskflow.cuda-graph-points`` points, or (``daskflow.distributed-cuda-graphs``)
-    at most :data:`MAX_PENCILS` pencils of at most ``daskflow.distributed-cuda-graph-points`` points
-    whose exchanges go through a transport that a capture can record (NCCL, point to point)."""
+    pencils of at most ``daskflow.distributed-cuda-graph-points`` points each whose exchanges go
+    through a transport that a capture can record (NCCL, point to point)."""
     from daskflow import settings
     from daskflow.profiling import phases_enabled
 
@@ -90,7 +84,7 @@ def for_stepper(stepper, state) -> StepGraphs | None:
         return StepGraphs()
     transport = getattr(domain, "transport", None)
     if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)
-            and not settings.get("nccl-copy-engine") and len(domain.dec.indices) <= MAX_PENCILS):
+            and not settings.get("nccl-copy-engine")):
         if getattr(stepper, "implicit", None) == "xyz":
             # its Helmholtz set-ups are the run's (FlowDomain.finish drops them), so is its graph:
             # kept, it would replay on freed memory in the next run

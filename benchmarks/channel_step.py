@@ -8,9 +8,10 @@ goes (per-stage breakdown on one GPU). Prints one JSON document with the device 
 With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
 ``LocalCUDACluster`` with one pencil per GPU: pencils (N, 1), or each ``--layouts PY PZ`` given, each
 with every transport of ``--comm`` (``cluster.comm``: nccl, mailbox, auto), all on one cluster.
-``--variants SLABS:CE`` repeats every point with the workers' ``daskflow.transpose-slabs`` set to
-SLABS and ``daskflow.nccl-copy-engine`` on or off (the pressure solve's transposes whole or in z
-slabs, over NCCL's copy engines or its multiprocessors), each a new simulation on the same cluster.
+``--variants SLABS:CE`` repeats every point with the workers' ``daskflow.transpose-slabs`` and
+``daskflow.step-transpose-slabs`` set to SLABS and ``daskflow.nccl-copy-engine`` on or off (the
+pressure solve's transposes whole or in z slabs, over NCCL's copy engines or its multiprocessors),
+each a new simulation on the same cluster.
 After the timed steps, as many steps again run with :mod:`daskflow.profiling` switched on: the
 per-phase breakdown (halos, pressure solve, implicit solves, reductions, the rest of the local
 operators, and the time spent waiting for peers) in ms per step, per worker. The profiled steps
@@ -95,7 +96,8 @@ def distributed(args) -> list[dict]:
         for pencils, comm, (slabs, engine) in itertools.product(layouts, args.comm, variants):
             settings = {}
             if slabs is not None:
-                settings = {"daskflow.transpose-slabs": int(slabs), "daskflow.nccl-copy-engine": engine == "on"}
+                settings = {"daskflow.transpose-slabs": int(slabs), "daskflow.step-transpose-slabs": int(slabs),
+                            "daskflow.nccl-copy-engine": engine == "on"}
                 client.run(_set_config, settings)
             cfg = _config(shape, args.implicit, pencils, args.z_solve, args.cfl_every, args.dt)
             cfg["cluster"] = {"comm": comm}

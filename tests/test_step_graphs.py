@@ -19,10 +19,14 @@ class _Graphs:
         self.collective = collective
 
 
-def _pencil(plan, key=(0, 0), shape=(4, 4, 4), pencils=2):
+def _pencil(plan, key=(0, 0), shape=(4, 4, 4), pencils=2, largest=None):
+    """A pencil's domain and state: fields of ``shape``, the decomposition's largest pencil
+    ``largest`` points (``shape``'s by default)."""
     transport = SimpleNamespace(capturable=True)
     dec = SimpleNamespace(indices=[(i, 0) for i in range(pencils)])
-    return SimpleNamespace(plan=plan, key=key, transport=transport, dec=dec), SimpleNamespace(u=np.zeros(shape))
+    points = int(np.prod(shape)) if largest is None else largest
+    return (SimpleNamespace(plan=plan, key=key, transport=transport, dec=dec, largest_pencil_points=points),
+            SimpleNamespace(u=np.zeros(shape)))
 
 
 def test_numpy_fields_are_never_captured():
@@ -103,6 +107,18 @@ def test_pencils_and_one_pencil_are_captured_up_to_their_points_limits(monkeypat
         assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
         assert graphs.for_stepper(SimpleNamespace(domain=single), state) is not None
 
+
+
+def test_pencils_decide_by_the_largest_pencil(monkeypatch):
+    """An uneven split: a pencil under the limit whose neighbour is over it runs uncaptured too (the
+    pencils' captures are collective)."""
+    monkeypatch.setattr(graphs, "StepGraphs", _Graphs)
+    monkeypatch.setattr(graphs, "is_cupy_array", lambda a: True)
+    domain, state = _pencil(object(), shape=(8, 8, 8), largest=8 * 9 * 8)
+    with dask.config.set({"daskflow.distributed-cuda-graph-points": 8 * 8 * 8}):
+        assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is None
+    with dask.config.set({"daskflow.distributed-cuda-graph-points": 8 * 9 * 8}):
+        assert graphs.for_stepper(SimpleNamespace(domain=domain), state) is not None
 
 def _fake_cupy(monkeypatch, free_bytes: int) -> None:
     """A ``cupy`` module with what :meth:`graphs.StepGraphs.step` uses around its calls of the stepper."""

@@ -396,6 +396,47 @@ def test_transposes_pipelined_in_slabs_equal_whole_ones_bit_for_bit(posting_loop
         np.testing.assert_array_equal(runs["posting-loopback"][name], runs["loopback"][name])
 
 
+class _CollectiveGraphsNeverCaptured:
+    """Stands in for the step graphs of pencils (:class:`daskflow.ns.graphs.StepGraphs`, which needs
+    CuPy): collective, and every step runs from the host."""
+
+    collective, graph = True, None
+
+    def step(self, stepper, state, dt) -> bool:
+        return False
+
+    def detach(self, state) -> None:
+        pass
+
+
+def test_steps_of_pencils_with_graphs_pipeline_their_pressure_transposes(posting_loopback, monkeypatch):
+    """Pencils whose steps are captured run the pressure solve's transposes in
+    ``daskflow.step-transpose-slabs`` z slabs (a replay pays no host time per slab) whatever
+    ``daskflow.transpose-slabs`` says; the bits stay those of whole transposes."""
+    import dask
+
+    import daskflow.settings  # noqa: F401 - its keys registered before the override, not inside it
+    from daskflow.ns import graphs
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client, dask.config.set({"daskflow.transpose-slabs": 1,
+                                                        "daskflow.step-transpose-slabs": 3}):
+        runs, posts = {}, {}
+        for captured in (False, True):
+            if captured:  # the workers are threads of this process: they see the stand-in
+                monkeypatch.setattr(graphs, "for_stepper", lambda stepper, state: _CollectiveGraphsNeverCaptured())
+            sim = Simulation(_channel((4, 1)), client=client)
+            sim.comm = "posting-loopback"
+            PostingLoopbackLink.posts = 0
+            sim.run(steps=2)
+            runs[captured] = {name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}
+            posts[captured] = PostingLoopbackLink.posts
+    # per worker, step and substep: the pressure solve's two transposes, in three slabs each
+    assert posts == {False: 0, True: 4 * 2 * 3 * 2 * 3}
+    for name in "uvwp":
+        np.testing.assert_array_equal(runs[True][name], runs[False][name])
+
+
 @pytest.mark.parametrize(("pencils", "slabs", "alltoalls"), [((4, 1), 3, 4 * 2 * 3 * 2 * 3), ((4, 1), 1, 4 * 2 * 3 * 2),
                                                             ((2, 2), 3, 0)])
 def test_collective_transposes_equal_point_to_point_ones_bit_for_bit(collective_loopback, pencils, slabs, alltoalls):

@@ -155,6 +155,17 @@ class FlowDomain:
         self._carried: float | None = None  # a flag riding on the next reduction (:meth:`carry`)
         self.carried_result: float | None = None
 
+    @property
+    def largest_pencil_points(self) -> int:
+        """The points of the decomposition's largest pencil (the same number on every participant)."""
+        dec = self.dec
+        return dec.shape[0] * max(s.stop - s.start for s in dec.y) * max(s.stop - s.start for s in dec.z)
+
+    def pipeline_pressure_transposes(self, slabs: int) -> None:
+        """Run the pressure solve's transposes in ``slabs`` z slabs from now on (every participant
+        alike, before its first solve), whatever ``daskflow.transpose-slabs`` says."""
+        self.ex_pressure.slab_count = slabs
+
     def finish(self) -> None:
         """Let every send of this task leave, and drop the Helmholtz solvers and the pressure set-up
         it holds (the z solvers' few columns stay with the plan): the domain and its executors

@@ -70,7 +70,7 @@ def for_stepper(stepper, state) -> StepGraphs | None:
     """A :class:`StepGraphs` for ``stepper`` where its steps can be captured: CuPy fields, no phase
     profiling (which waits for the device inside the step), and either one pencil holding the whole
     domain, at most ``daskflow.cuda-graph-points`` points, or (``daskflow.distributed-cuda-graphs``)
-    pencils of at most ``daskflow.distributed-cuda-graph-points`` points each whose exchanges go
+    pencils of at most ``daskflow.distributed-cuda-graph-points`` points (the largest) whose exchanges go
     through a transport that a capture can record (NCCL, point to point)."""
     from daskflow import settings
     from daskflow.profiling import phases_enabled
@@ -78,7 +78,10 @@ def for_stepper(stepper, state) -> StepGraphs | None:
     domain = stepper.domain
     single = getattr(domain, "single", False)
     limit = settings.get("cuda-graph-points" if single else "distributed-cuda-graph-points")
-    if not is_cupy_array(state.u) or phases_enabled() or state.u.size > limit:
+    # pencils decide alike: by the largest one (uneven splits differ by a plane), as they must all
+    # capture or none
+    points = state.u.size if single else domain.largest_pencil_points
+    if not is_cupy_array(state.u) or phases_enabled() or points > limit:
         return None
     if single:
         return StepGraphs()

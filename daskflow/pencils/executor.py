@@ -128,6 +128,7 @@ class DirectExecutor:
         self.exchanges = 0
         self.waited = 0.0  # seconds inside the transport: waiting for peers and moving pieces
         self.clock: Callable = clock or _untimed  # a profiled run's phase clock (daskflow.profiling)
+        self.slab_count: int | None = None  # the caller's z slabs per transpose, else daskflow.transpose-slabs
 
     def _mine(self, keys) -> list:
         return [k for k in keys if self.owner(k) == self.me]
@@ -206,15 +207,17 @@ class DirectExecutor:
         return out
 
     def slabs(self) -> int:
-        """The z slabs a transpose is pipelined in: ``daskflow.transpose-slabs`` where the transport
-        moves pieces while the computation goes on (NCCL), at most the z planes of the thinnest
-        chunk (every participant makes as many exchanges); else 1."""
+        """The z slabs a transpose is pipelined in: :attr:`slab_count` where the caller set it, else
+        ``daskflow.transpose-slabs``, where the transport moves pieces while the computation goes on
+        (NCCL), at most the z planes of the thinnest chunk (every participant makes as many
+        exchanges); else 1."""
         if not getattr(self.transport, "overlaps", False):
             return 1
         from daskflow import settings
 
+        wanted = self.slab_count if self.slab_count is not None else settings.get("transpose-slabs")
         planes = min(z.stop - z.start for z in self.plan.decomposition.z)
-        return max(1, min(int(settings.get("transpose-slabs")), planes))
+        return max(1, min(int(wanted), planes))
 
     def transpose(self, blocks: Mapping, keys, sources: Callable, head, before, cut: Callable, join,
                   after=(), extras: Sequence[Mapping] = (), site: str | None = None) -> dict:

@@ -20,7 +20,9 @@ stay local are exact. Two timelines overlap: the GPU's (local compute in HBM pas
 GPU's link transfers, the copies that cut and assemble pieces, the exchanges' GPU-side latency) and
 the host's (a floor per step for launching its kernels from Python, a cost per exchange round and
 per distributed tridiagonal solve); a step or solve takes the longer of the two, plus the Dask
-overhead of a submitted solve. Parameters live in :class:`Machine`: ``H200_NCCL`` is fitted to the
+overhead of a submitted solve. A step replayed from a CUDA graph (``predict_step(...,
+captured=True)``) leaves the host nothing but the replay: its GPU timeline alone. Parameters
+live in :class:`Machine`: ``H200_NCCL`` is fitted to the
 newest 4 x H200 runs (:func:`calibrate_h200`), ``H100_NVLINK`` to the 4 x H100 runs
 (:func:`calibrate_h100`, every number with its file), ``H200_DASK`` to the older 4 x
 H200 runs (:func:`calibrate`; no host terms: its exchange latencies hold them), ``A100_LEONARDO``

@@ -38,6 +38,9 @@ class Machine:
     host_step_floor: float = 0.0  # host (Python) time of one step's kernel launches, no exchanges
     host_round: float = 0.0  # host time of one exchange round inside a fused task (cut, NCCL calls, join)
     host_distributed_solve: float = 0.0  # host time of one distributed tridiagonal solve (pz > 1) beyond its rounds
+    # device time of one distributed tridiagonal solve of a time step (pz > 1) beyond its rounds'
+    # transfers: the reductions' kernels on partial columns and the pencils' waits for each other
+    gpu_distributed_solve: float = 0.0
     # the exchange rounds of which code: "current", "rows" (the pressure's rows on its transpose at
     # (py, 1)) or "legacy" (up to 65d480e); see daskflow.perfmodel.step
     code: str = "current"
@@ -111,14 +114,18 @@ H200_NCCL = Machine(
     solve_overhead=4.08e-3,  # poisson_distributed_4xH200_weak_nccl, 1 GPU: median chained minus the floor
     host_step_floor=5.68e-3,  # channel_step_floor_4xH200: one GPU, 64x64x32, CUDA graphs off
     host_round=1.10e-3,  # channel_step_floor_4xH200: (4 GPUs (4, 1) 21.06 ms - 5.68 ms) / 14 rounds
+    # channel_step_graphs_4xH200_step_slabs (second call): (2, 2) replayed from CUDA graphs, 23.91 ms
+    # steady, against its GPU timeline without them, 20.39 ms, / 6 distributed solves a step
+    gpu_distributed_solve=0.589e-3,
     code="rows",  # 14 rounds at (4, 1) and (2, 1), 23 at (2, 2)
     notes="fitted on docs/results (Nov 2026, 4 x NVIDIA H200, NCCL); inter-node bandwidth not measured",
 )
 
 # The seed paper's Leonardo booster node (Table 1): NVIDIA A100 64 GB, 4 GPUs per node, 800 Gb/s
 # between two GPUs in a node, 100 Gb/s per GPU between nodes, 1.6 TB/s HBM. Kernels are daskflow's
-# (passes as measured on the H200), and so is the host: the H200 host's floor per step and per round
-# (``without_host`` drops it: the GPU and the links alone). Communication as MPI/NCCL would do it
+# (passes as measured on the H200, and the device's cost of a distributed z solve), and so is the
+# host: the H200 host's floor per step and per round (``without_host`` drops it: the GPU and the
+# links alone). Communication as MPI/NCCL would do it
 # (microsecond latencies, no Dask overhead) -- those latencies are assumptions, not the paper's numbers.
 A100_LEONARDO = replace(
     H200_NCCL,
@@ -130,7 +137,8 @@ A100_LEONARDO = replace(
     exchange_latency=20e-6,  # assumption: an MPI/NCCL collective's start-up
     peer_latency=2e-6,  # assumption: one message per peer
     solve_overhead=0.0, task_hop=0.0, stage_exchange_base=0.0, stage_exchange_per_source=0.0, run_overhead=0.0,
-    notes="hardware from the seed paper's Table 1; kernel passes and host costs from the H200 runs; latencies assumed",
+    notes="hardware from the seed paper's Table 1; kernel passes, host costs and the device cost of a distributed z "
+          "solve from the H200 runs; latencies assumed",
 )
 
 

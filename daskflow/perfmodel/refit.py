@@ -25,7 +25,7 @@ FILES = {  # what each H100 file holds
 UNITS = {"hbm_bw": (1e-12, "TB/s"), "solve_passes": (1, "HBM passes"), "zsolve_passes": (1, "HBM passes"),
          "substep_other_passes": (1, "HBM passes"), "intra_pair_bw": (1e-9, "GB/s"), "intra_a2a_bw": (1e-9, "GB/s"),
          "exchange_latency": (1e6, "µs"), "solve_overhead": (1e3, "ms"), "host_step_floor": (1e3, "ms"),
-         "host_round": (1e3, "ms"), "host_distributed_solve": (1e3, "ms")}
+         "host_round": (1e3, "ms"), "host_distributed_solve": (1e3, "ms"), "gpu_distributed_solve": (1e3, "ms")}
 
 
 def _with_units(sources: dict) -> dict:
@@ -56,7 +56,11 @@ H200_FILES = {  # what each H200 file holds (the code at c24df85 and its neighbo
     "transpose": "transpose_4xH200_nccl.json",  # chained x->y transposes and the NCCL floor
     "p2p": "nccl_p2p_settings_2xH200.json",  # NCCL point to point of 72 and 1.8 MiB
     "poisson": "poisson_distributed_4xH200_weak_nccl.json",  # fused Poisson solves, 1 and 4 GPUs
+    # steps replayed from CUDA graphs (5d7dda3, its second call): the GPU's timeline alone
+    "captured": "channel_step_graphs_4xH200_step_slabs.json",
 }
+CAPTURED_CALL = 1  # the call of the "captured" file that measured the default code
+CAPTURED_FIT = (2, 2)  # the captured step that fixes gpu_distributed_solve
 #: where each fitted parameter of H200_NCCL comes from (name: (unit scale, unit, source))
 H200_PARAMETER_SOURCES = _with_units({
     "hbm_bw": "device copy of 512^3 float64 (poisson_single_H200)",
@@ -69,6 +73,8 @@ H200_PARAMETER_SOURCES = _with_units({
     "solve_overhead": "1-GPU fused solve, chained minus floor (poisson_distributed_4xH200_weak_nccl)",
     "host_step_floor": "one-GPU step at 64x64x32, CUDA graphs off, steady (channel_step_floor_4xH200)",
     "host_round": "(4-GPU (4, 1) step at 64x64x32 per GPU - the 1-GPU floor) / 14 rounds (same file)",
+    "gpu_distributed_solve": "(4-GPU (2, 2) step replayed from a CUDA graph, steady, - its GPU timeline without "
+                             "them) / 6 per step (channel_step_graphs_4xH200_step_slabs, second call)",
 })
 
 
@@ -118,6 +124,14 @@ def step_runs_h200(results: dict) -> list[dict]:
         out += [_run(H200_FILES["floor"], f"floor {key}", r, "fit", steady=True) for key, r in d["one_gpu"].items()]
         out += [_run(H200_FILES["floor"], f"floor {key} per GPU", r, "fit", steady=True)
                 for key, runs in d["four_gpus_4x1"].items() for r in runs]
+    d = results.get(H200_FILES["captured"])
+    if d:
+        call = d["calls"][CAPTURED_CALL]
+        out.append(_run(H200_FILES["captured"], "captured one", call["one"], "check", steady=True))
+        for key in ("two", "four"):
+            for r in call[key]:
+                role = "fit" if tuple(r["pencils"]) == CAPTURED_FIT else "check"
+                out.append(_run(H200_FILES["captured"], f"captured {key}", r, role, steady=True, captured=True))
     return out
 
 
@@ -125,15 +139,17 @@ def _smallest(grids: dict) -> str:
     return min(grids, key=lambda k: np.prod([int(n) for n in k.split("x")]))
 
 
-def _run(source, case, r, role, steady: bool = False) -> dict:
-    pencils = tuple(r.get("pencils", (1, 1)))
+def _run(source, case, r, role, steady: bool = False, captured: bool = False) -> dict:
+    """A measured step as a row; ``captured``: its steps replayed from CUDA graphs."""
+    pencils = tuple(r.get("pencils") or (1, 1))
     seconds = r.get("seconds_per_step_steady") if steady else None
     return {"source": source, "case": case, "shape": tuple(r["shape"]), "pencils": pencils,
-            "gpus": r.get("gpus", 1), "seconds": seconds or r["seconds_per_step"], "role": role}
+            "gpus": r.get("gpus") or 1, "seconds": seconds or r["seconds_per_step"], "role": role, "captured": captured}
 
 
 def _predict(run: dict, machine: Machine) -> dict:
-    return predict_step("ptdma", run["shape"], run["pencils"], run["gpus"], machine=machine, steps_per_run=None)
+    return predict_step("ptdma", run["shape"], run["pencils"], run["gpus"], machine=machine, steps_per_run=None,
+                        captured=run.get("captured", False))
 
 
 def calibrate_h100(results_dir: str | None = None, base: Machine = H100_NVLINK) -> Machine:
@@ -185,7 +201,12 @@ def calibrate_h200(results_dir: str | None = None, base: Machine = H200_NCCL) ->
     if small:
         r = min(small, key=lambda r: r["mib_to_each_peer"])
         m = replace(m, exchange_latency=r["ms"] * 1e-3 - r["mib_to_each_peer"] * 2 ** 20 / m.intra_pair_bw)
-    m = _fit_host(m, [r for r in step_runs_h200(results) if r["source"] == H200_FILES["floor"]])
+    runs = step_runs_h200(results)
+    m = _fit_host(m, [r for r in runs if r["source"] == H200_FILES["floor"]])
+    fit = [r for r in runs if r["source"] == H200_FILES["captured"] and r["role"] == "fit"]
+    if fit:
+        bare = _predict(fit[0], replace(m, gpu_distributed_solve=0.0))
+        m = replace(m, gpu_distributed_solve=(fit[0]["seconds"] - bare["gpu_s"]) / 6)
     return _fit_solve_overhead(m, results.get(H200_FILES["poisson"]))
 
 

@@ -126,12 +126,16 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
 
 
 def predict_step(method: str, shape, pencils, gpus: int | None = None, dtype="float64",
-                 machine: Machine = H200_DASK, steps_per_run: int | None = 10, zsolve: str = "auto") -> dict:
+                 machine: Machine = H200_DASK, steps_per_run: int | None = 10, zsolve: str = "auto",
+                 captured: bool = False) -> dict:
     """Predicted time of one channel time step (z-implicit diffusion, flow-rate forcing, CFL dt).
     ``steps_per_run``: steps per submitted run (its overhead is shared); ``None``: in process.
+    ``captured``: the step replayed from a CUDA graph (:mod:`daskflow.ns.graphs`), which leaves the
+    host nothing but the replay's launch: the GPU's timeline alone.
 
     Two timelines overlap. The GPU's (``gpu_s``): kernels (HBM passes), copies, link transfers and
-    the exchanges' GPU-side latency. The host's (``host_s``): :attr:`Machine.host_step_floor`
+    the exchanges' GPU-side latency, and :attr:`Machine.gpu_distributed_solve` per distributed
+    tridiagonal solve. The host's (``host_s``): :attr:`Machine.host_step_floor`
     (launching the step's kernels from Python, whatever the grid), :attr:`Machine.host_round` per
     exchange round and :attr:`Machine.host_distributed_solve` per distributed tridiagonal solve. The
     host launches work ahead of the GPU (NCCL exchanges need no host synchronisation), so a step
@@ -153,14 +157,16 @@ def predict_step(method: str, shape, pencils, gpus: int | None = None, dtype="fl
     latency = 3 * solve["latency_s"] + sum(e.latency_s for e in other)
     overhead = machine.run_overhead / steps_per_run if steps_per_run else 0.0
     exchanges = 3 * solve["exchanges"] + sum(1 for e in other if e.remote_bytes)
-    gpu = compute + transfer + copies + latency
     distributed = 3 * int(pencils[1] > 1) + 3 * int(method == "ptdma" and pencils[1] > 1)
-    host = machine.host_step_floor + exchanges * machine.host_round + distributed * machine.host_distributed_solve
+    solves = distributed * machine.gpu_distributed_solve
+    gpu = compute + transfer + copies + latency + solves
+    host = 0.0 if captured else (machine.host_step_floor + exchanges * machine.host_round
+                                 + distributed * machine.host_distributed_solve)
     zsolves = sum(e.time_s for e in other if e.name.startswith("zsolve")) + \
         3 * passes_time(points, itemsize, 3 * machine.zsolve_passes, machine)
     return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
             "machine": machine.name, "compute_s": compute, "transfer_s": transfer, "copy_s": copies,
-            "latency_s": latency, "overhead_s": overhead, "gpu_s": gpu, "host_s": host,
+            "latency_s": latency, "distributed_solves_s": solves, "overhead_s": overhead, "gpu_s": gpu, "host_s": host,
             "bound": "host" if host > gpu else "gpu", "total_s": max(gpu, host) + overhead, "exchanges": exchanges,
             "poisson_s": 3 * (solve["total_s"] - solve["overhead_s"]), "zsolve_s": zsolves,
             "bytes_out_per_gpu": 3 * solve["bytes_out_per_gpu"] + sum(e.bytes_out for e in other)}

@@ -43,6 +43,9 @@ def info(args) -> int:
                       "cuda_graphs": {"one_pencil_points": int(settings.get("cuda-graph-points")),
                                       "pencils": settings.get("distributed-cuda-graphs"),
                                       "points_per_pencil": int(settings.get("distributed-cuda-graph-points"))},
+                      # z slabs of a transpose over NCCL: in a captured step of pencils, and elsewhere
+                      "transpose_slabs": {"captured_step": int(settings.get("step-transpose-slabs")),
+                                          "otherwise": int(settings.get("transpose-slabs"))},
                       # how soon Dask's control messages leave while pencils run (distributed: 2-10 ms)
                       "control_interval_s": settings.get("control-interval"),
                       "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",

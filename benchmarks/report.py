@@ -279,6 +279,50 @@ def plot_channel_weak_scaling(results, figures) -> str | None:
     return _save(fig, figures, "channel_weak_scaling.png")
 
 
+CAPTURED_SCALING_DOC = "channel_step_graphs_4xH200_step_slabs.json"  # the default code's call: calls[1]
+
+
+def plot_channel_captured(results, figures) -> str | None:
+    """Weak-scaling efficiency of the channel step replayed from CUDA graphs (the default for pencils),
+    every layout measured in one call, against the cost model's GPU timeline (``captured=True``)."""
+    d = results.get(CAPTURED_SCALING_DOC)
+    if not d:
+        return None
+    call = d["calls"][-1]
+    one = call["one"]
+    rows = {tuple(r["pencils"]): r for key in ("two", "four") for r in call[key]}
+    model_one = perfmodel.predict_step("ptdma", tuple(one["shape"]), (1, 1), 1, machine=perfmodel.H200_NCCL,
+                                       steps_per_run=None)["total_s"]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    offsets = {(2, 1): 0.0, (4, 1): 0.0, (1, 2): 0.08, (2, 2): 0.08, (1, 4): 0.16}
+    for field, how, colour in (("seconds_per_step", "runs of 10 steps", "tab:blue"),
+                               ("seconds_per_step_steady", "steady", "tab:orange")):
+        for pencils, r in rows.items():
+            gpus = pencils[0] * pencils[1] + offsets[pencils]
+            ax.plot([gpus], [one[field] / r[field]], "o" if pencils[1] == 1 else "s", color=colour)
+            if field == "seconds_per_step_steady":
+                ax.annotate(_pencils(pencils), (gpus, one[field] / r[field]), textcoords="offset points",
+                            xytext=(5, 2), fontsize=6)
+        slabs = [(1, 1.0)] + [(n, one[field] / rows[n, 1][field]) for n in (2, 4) if (n, 1) in rows]
+        ax.plot(*zip(*slabs, strict=True), "-", color=colour, label=f"measured, {how} (squares: z split)")
+    model = [(p[0] * p[1] + offsets[p], model_one / perfmodel.predict_step(
+        "ptdma", tuple(r["shape"]), p, r["gpus"], machine=perfmodel.H200_NCCL, steps_per_run=None,
+        captured=True)["total_s"]) for p, r in rows.items()]
+    ax.plot(*zip(*model, strict=True), "k+", markersize=9, label="cost model, captured (GPU timeline)")
+    for gpus, target, text, shift in ((2, 0.90, "target (2, 1)", 9), (4, 0.85, "target, best", -62),
+                                      (4.08, 0.75, "target (2, 2)", 9)):
+        ax.plot([gpus], [target], "k_", markersize=18)
+        ax.annotate(text, (gpus, target), textcoords="offset points", xytext=(shift, -3), fontsize=6)
+    ax.set_xticks([1, 2, 4])
+    ax.set_xlabel("GPUs (512 × 256 × 144 per GPU)")
+    ax.set_ylabel("weak-scaling efficiency")
+    ax.set_title(f"Channel step replayed from CUDA graphs ({one.get('device', '?')}, one call, {call['commit']})",
+                 fontsize=9)
+    ax.legend(fontsize=6, loc="lower left")
+    return _save(fig, figures, "channel_weak_scaling_captured.png")
+
+
 def plot_channel_breakdown(results, figures) -> str | None:
     docs = [(n, d) for n, d in results.items()
             if d.get("benchmark") == "channel_step" and "per_substep_breakdown_ms" in d]
@@ -633,6 +677,7 @@ def generated(results, unknown, used, figures, out_dir, results_dir) -> str:
     parts += ["### Transposes vs the raw links\n", _fig(plot_transposes(results, figures), out_dir, "transposes"), ""]
     parts += ["### Channel time step\n",
               _fig(plot_channel_weak_scaling(results, figures), out_dir, "channel weak scaling"), "",
+              _fig(plot_channel_captured(results, figures), out_dir, "channel weak scaling, captured steps"), "",
               _fig(plot_channel_breakdown(results, figures), out_dir, "channel breakdown"),
               "", table_channel_step({n: d for n, d in results.items() if d.get("benchmark") == "channel_step"}), ""]
     parts.append(model_section(perfmodel.validate(results_dir, perfmodel.H200_DASK), figures, out_dir))

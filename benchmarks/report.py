@@ -267,16 +267,25 @@ def plot_channel_weak_scaling(results, figures) -> str | None:
                 if (2, 2) in eff:
                     ax.plot([4.15], [eff[(2, 2)]], style[-1], color=colour, markersize=7,
                             label=f"(2, 2), {how}, {version}")
-    for gpus, target, text in ((2, 0.90, "target (2, 1)"), (4, 0.85, "target, best"), (4.15, 0.75, "target (2, 2)")):
-        ax.plot([gpus], [target], "k_", markersize=18)
-        ax.annotate(text, (gpus, target), textcoords="offset points", xytext=(9, -3), fontsize=6)
-    ax.set_xticks([1, 2, 4])
-    ax.set_xlabel("GPUs (512 × 256 × 144 per GPU; (2, 2) drawn beside 4)")
-    ax.set_ylabel("weak-scaling efficiency")
-    ax.set_title(f"Channel step, z-implicit: weak scaling ({docs[0][1]['one_new'].get('device', '?')}, one call)",
-                 fontsize=9)
-    ax.legend(fontsize=5, loc="lower left")
+    device = docs[0][1]["one_new"].get("device", "?")
+    _efficiency_axes(ax, "GPUs (512 × 256 × 144 per GPU; (2, 2) drawn beside 4)",
+                     f"Channel step, z-implicit: weak scaling ({device}, one call)", 5, beside=4.15)
     return _save(fig, figures, "channel_weak_scaling.png")
+
+
+def _efficiency_axes(ax, xlabel: str, title: str, legend_size: int, beside: float, best_left: bool = False) -> None:
+    """A weak-scaling plot's targets ((2, 2)'s drawn at ``beside`` GPUs; the best decomposition's
+    label left of its mark with ``best_left``), axes and legend."""
+    targets = ((2, 0.90, "target (2, 1)", 9), (4, 0.85, "target, best", -62 if best_left else 9),
+               (beside, 0.75, "target (2, 2)", 9))
+    for gpus, target, text, shift in targets:
+        ax.plot([gpus], [target], "k_", markersize=18)
+        ax.annotate(text, (gpus, target), textcoords="offset points", xytext=(shift, -3), fontsize=6)
+    ax.set_xticks([1, 2, 4])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("weak-scaling efficiency")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=legend_size, loc="lower left")
 
 
 CAPTURED_SCALING_DOC = "channel_step_graphs_4xH200_step_slabs.json"  # the default code's call: calls[1]
@@ -310,16 +319,8 @@ def plot_channel_captured(results, figures) -> str | None:
         "ptdma", tuple(r["shape"]), p, r["gpus"], machine=perfmodel.H200_NCCL, steps_per_run=None,
         captured=True)["total_s"]) for p, r in rows.items()]
     ax.plot(*zip(*model, strict=True), "k+", markersize=9, label="cost model, captured (GPU timeline)")
-    for gpus, target, text, shift in ((2, 0.90, "target (2, 1)", 9), (4, 0.85, "target, best", -62),
-                                      (4.08, 0.75, "target (2, 2)", 9)):
-        ax.plot([gpus], [target], "k_", markersize=18)
-        ax.annotate(text, (gpus, target), textcoords="offset points", xytext=(shift, -3), fontsize=6)
-    ax.set_xticks([1, 2, 4])
-    ax.set_xlabel("GPUs (512 × 256 × 144 per GPU)")
-    ax.set_ylabel("weak-scaling efficiency")
-    ax.set_title(f"Channel step replayed from CUDA graphs ({one.get('device', '?')}, one call, {call['commit']})",
-                 fontsize=9)
-    ax.legend(fontsize=6, loc="lower left")
+    title = f"Channel step replayed from CUDA graphs ({one.get('device', '?')}, one call, {call['commit']})"
+    _efficiency_axes(ax, "GPUs (512 × 256 × 144 per GPU)", title, 6, beside=4.08, best_left=True)
     return _save(fig, figures, "channel_weak_scaling_captured.png")
 
 

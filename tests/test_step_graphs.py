@@ -252,3 +252,13 @@ def test_counts_reports_every_workers_step_graphs():
             graphs.COUNTS["replayed"] -= 3
     for worker, counts in after.items():
         assert counts == {**before[worker], "replayed": before[worker]["replayed"] + 3}
+
+
+def test_only_large_pencils_pipeline_their_captured_transposes():
+    """From ``graphs.PIPELINED_POINTS`` points (the largest pencil) ``daskflow.step-transpose-slabs``;
+    below, ``None``: ``daskflow.transpose-slabs`` applies."""
+    small, _ = _pencil(object(), largest=graphs.PIPELINED_POINTS - 1)
+    large, _ = _pencil(object(), largest=graphs.PIPELINED_POINTS)
+    assert graphs.transpose_slabs(small) is None and graphs.transpose_slabs(large) == 3
+    with dask.config.set({"daskflow.step-transpose-slabs": 5}):
+        assert graphs.transpose_slabs(large) == 5

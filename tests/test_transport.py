@@ -410,9 +410,10 @@ class _CollectiveGraphsNeverCaptured:
 
 
 def test_steps_of_pencils_with_graphs_pipeline_their_pressure_transposes(posting_loopback, monkeypatch):
-    """Pencils whose steps are captured run the pressure solve's transposes in
-    ``daskflow.step-transpose-slabs`` z slabs (a replay pays no host time per slab) whatever
-    ``daskflow.transpose-slabs`` says; the bits stay those of whole transposes."""
+    """Pencils whose steps are captured, of at least ``graphs.PIPELINED_POINTS`` points, run the
+    pressure solve's transposes in ``daskflow.step-transpose-slabs`` z slabs (a replay pays no host
+    time per slab) whatever ``daskflow.transpose-slabs`` says; smaller ones keep whole transposes
+    (short slabs cost NCCL's latency each). The bits stay those of whole transposes."""
     import dask
 
     import daskflow.settings  # noqa: F401 - its keys registered before the override, not inside it
@@ -422,19 +423,21 @@ def test_steps_of_pencils_with_graphs_pipeline_their_pressure_transposes(posting
             Client(cluster) as client, dask.config.set({"daskflow.transpose-slabs": 1,
                                                         "daskflow.step-transpose-slabs": 3}):
         runs, posts = {}, {}
-        for captured in (False, True):
-            if captured:  # the workers are threads of this process: they see the stand-in
+        for case in ("uncaptured", "captured, small", "captured"):
+            # the workers are threads of this process: they see the stand-in and the limit
+            if case != "uncaptured":
                 monkeypatch.setattr(graphs, "for_stepper", lambda stepper, state: _CollectiveGraphsNeverCaptured())
+            monkeypatch.setattr(graphs, "PIPELINED_POINTS", 1 if case == "captured" else graphs.PIPELINED_POINTS)
             sim = Simulation(_channel((4, 1)), client=client)
             sim.comm = "posting-loopback"
             PostingLoopbackLink.posts = 0
             sim.run(steps=2)
-            runs[captured] = {name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}
-            posts[captured] = PostingLoopbackLink.posts
+            runs[case] = {name: np.asarray(getattr(sim, name).compute()) for name in "uvwp"}
+            posts[case] = PostingLoopbackLink.posts
     # per worker, step and substep: the pressure solve's two transposes, in three slabs each
-    assert posts == {False: 0, True: 4 * 2 * 3 * 2 * 3}
+    assert posts == {"uncaptured": 0, "captured, small": 0, "captured": 4 * 2 * 3 * 2 * 3}
     for name in "uvwp":
-        np.testing.assert_array_equal(runs[True][name], runs[False][name])
+        np.testing.assert_array_equal(runs["captured"][name], runs["uncaptured"][name])
 
 
 @pytest.mark.parametrize(("pencils", "slabs", "alltoalls"), [((4, 1), 3, 4 * 2 * 3 * 2 * 3), ((4, 1), 1, 4 * 2 * 3 * 2),

@@ -54,6 +54,22 @@ COUNTS: collections.Counter = collections.Counter()
 TEMPORARIES = 3.5
 
 
+# Pencils of at least this many points (the largest) pipeline the pressure solve's transposes in
+# their captured step (daskflow.step-transpose-slabs): there a slab's transfer is long against
+# NCCL's per-call latency. On two H200s, 3 slabs made the captured 512 x 256 x 144 step per GPU
+# (18.9 M points) 1-3 % faster, and 128 x 128 x 128 (2.1 M) 3 %, 64 x 64 x 32 5-10 % slower.
+PIPELINED_POINTS = 16 * 2**20
+
+
+def transpose_slabs(domain) -> int | None:
+    """The z slabs of the pressure transposes in the captured step of ``domain``'s pencils:
+    ``daskflow.step-transpose-slabs`` for pencils of at least :data:`PIPELINED_POINTS` points (the
+    largest; every pencil decides alike), else ``None`` (``daskflow.transpose-slabs`` applies)."""
+    from daskflow import settings
+
+    return int(settings.get("step-transpose-slabs")) if domain.largest_pencil_points >= PIPELINED_POINTS else None
+
+
 def local_counts() -> dict:
     """``{"captured": graphs, "replayed": steps, "uncaptured": graphs}`` of this process since it
     started (:data:`COUNTS`): whether its steps replay CUDA graphs, or a capture was given up (a

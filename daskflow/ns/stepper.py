@@ -124,14 +124,14 @@ class Stepper:
         whose graph exists reduces the rate first, so that a CFL step keeping the step size replays
         too."""
         if self.graphs is _UNSET:
-            from daskflow import settings
             from daskflow.ns import graphs
 
             self.graphs = graphs.for_stepper(self, state)
-            if self.graphs is not None and self.graphs.collective:
+            slabs = graphs.transpose_slabs(self.domain) if self.graphs is not None and self.graphs.collective else None
+            if slabs is not None:
                 # a replay pays no host time per slab: the transfers of one slab overlap the
                 # transforms of the next (on four H200s 2-5 % of a 512 x 256 x 144 step per GPU)
-                self.domain.pipeline_pressure_transposes(settings.get("step-transpose-slabs"))
+                self.domain.pipeline_pressure_transposes(slabs)
         graphs = self.graphs
         if graphs is not None:
             if callable(dt) and not (graphs.collective and graphs.graph is None):

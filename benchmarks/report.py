@@ -533,7 +533,8 @@ def h200_refit_section(results_dir) -> str:
 
     def solve_for(target: float, pencils) -> float:
         """The device's cost per distributed z solve at which captured ``pencils`` reach ``target`` (ms)."""
-        return 1e3 * (one / target - p[pencils]["gpu_s"] + p[pencils]["distributed_solves_s"]) / 6
+        step = p[pencils]
+        return 1e3 * (one / target - step["gpu_s"] + step["distributed_solves_s"]) / step["distributed_solves"]
 
     worst_captured = max(100 * abs(r["ratio"] - 1) for r in steps if r["case"].startswith("captured"))
 
@@ -572,7 +573,7 @@ captured steps above are within {worst_captured:.0f} % of it). That timeline cap
 it is the pressure's transposes ({_f(1e3 * p[4, 1]["transfer_s"], 2)} ms of links a step at (4, 1) at
 NCCL's rate) serial with the transforms; the captured step runs them in three z slabs, which hides
 part of them (the (4, 1) step measured under the model). Where z is split, the six distributed z
-solves a step add {_f(6e3 * m.gpu_distributed_solve, 1)} ms on the devices: the target at (2, 2)
+solves a step add {_f(1e3 * p[2, 2]["distributed_solves_s"], 1)} ms on the devices: the target at (2, 2)
 (0.75) needs each under {solve_for(0.75, (2, 2)):.2f} ms (fitted: {1e3 * m.gpu_distributed_solve:.2f}),
 and the 0.90 at (2, 1) needs its transposes hidden behind the transforms altogether.
 """

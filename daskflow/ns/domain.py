@@ -161,9 +161,10 @@ class FlowDomain:
         dec = self.dec
         return dec.shape[0] * max(s.stop - s.start for s in dec.y) * max(s.stop - s.start for s in dec.z)
 
-    def pipeline_pressure_transposes(self, slabs: int) -> None:
+    def pipeline_pressure_transposes(self, slabs: int | None) -> None:
         """Run the pressure solve's transposes in ``slabs`` z slabs from now on (every participant
-        alike, before its first solve), whatever ``daskflow.transpose-slabs`` says."""
+        alike, before its first solve), whatever ``daskflow.transpose-slabs`` says; ``None``: as it
+        says."""
         self.ex_pressure.slab_count = slabs
 
     def finish(self) -> None:

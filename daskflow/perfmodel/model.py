@@ -38,8 +38,8 @@ class Machine:
     host_step_floor: float = 0.0  # host (Python) time of one step's kernel launches, no exchanges
     host_round: float = 0.0  # host time of one exchange round inside a fused task (cut, NCCL calls, join)
     host_distributed_solve: float = 0.0  # host time of one distributed tridiagonal solve (pz > 1) beyond its rounds
-    # device time of one distributed tridiagonal solve of a time step (pz > 1) beyond its rounds'
-    # transfers: the reductions' kernels on partial columns and the pencils' waits for each other
+    # GPU time of each distributed tridiagonal solve in a step (pz > 1) beyond the transfers of its
+    # exchanges: the reduction kernels on partial columns and the pencils' waits for each other
     gpu_distributed_solve: float = 0.0
     # the exchange rounds of which code: "current", "rows" (the pressure's rows on its transpose at
     # (py, 1)) or "legacy" (up to 65d480e); see daskflow.perfmodel.step

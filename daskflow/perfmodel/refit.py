@@ -206,7 +206,7 @@ def calibrate_h200(results_dir: str | None = None, base: Machine = H200_NCCL) ->
     fit = [r for r in runs if r["source"] == H200_FILES["captured"] and r["role"] == "fit"]
     if fit:
         bare = _predict(fit[0], replace(m, gpu_distributed_solve=0.0))
-        m = replace(m, gpu_distributed_solve=(fit[0]["seconds"] - bare["gpu_s"]) / 6)
+        m = replace(m, gpu_distributed_solve=(fit[0]["seconds"] - bare["gpu_s"]) / bare["distributed_solves"])
     return _fit_solve_overhead(m, results.get(H200_FILES["poisson"]))
 
 

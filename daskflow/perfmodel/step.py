@@ -166,7 +166,8 @@ def predict_step(method: str, shape, pencils, gpus: int | None = None, dtype="fl
         3 * passes_time(points, itemsize, 3 * machine.zsolve_passes, machine)
     return {"method": method, "shape": list(shape), "pencils": list(pencils), "gpus": gpus, "dtype": str(dtype),
             "machine": machine.name, "compute_s": compute, "transfer_s": transfer, "copy_s": copies,
-            "latency_s": latency, "distributed_solves_s": solves, "overhead_s": overhead, "gpu_s": gpu, "host_s": host,
+            "latency_s": latency, "distributed_solves": distributed, "distributed_solves_s": solves,
+            "overhead_s": overhead, "gpu_s": gpu, "host_s": host,
             "bound": "host" if host > gpu else "gpu", "total_s": max(gpu, host) + overhead, "exchanges": exchanges,
             "poisson_s": 3 * (solve["total_s"] - solve["overhead_s"]), "zsolve_s": zsolves,
             "bytes_out_per_gpu": 3 * solve["bytes_out_per_gpu"] + sum(e.bytes_out for e in other)}

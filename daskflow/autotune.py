@@ -222,8 +222,8 @@ class _ClusterCandidate:
         from daskflow.pencils.transport import submit_together
 
         futures = submit_together(self.client, [
-            (_timed_solves, (self.algorithm, self.plans[worker], run_id, self.workers, self.pz, inputs, warmup,
-                             repeats, self.comm), {"workers": [worker], "allow_other_workers": False, "pure": False})
+            (worker, _timed_solves, (self.algorithm, self.plans[worker], run_id, self.workers, self.pz, inputs, warmup,
+                                     repeats, self.comm), {})
             for worker, inputs in self.inputs.items()])
         per_worker = self.client.gather(futures)
         return [max(column) for column in zip(*per_worker, strict=True)]  # a solve ends when its slowest part does

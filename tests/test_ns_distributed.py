@@ -81,19 +81,21 @@ def test_a_run_is_one_task_per_worker_and_brings_its_clock(cluster, monkeypatch)
 
 def test_a_runs_tasks_leave_together_and_before_the_futures_it_lets_go(cluster, monkeypatch):
     """The client batches what it sends within 10 ms of one another. The fused tasks of a run leave
-    in one batch (one by one, all but the first would wait for the next batch), and the futures done
-    with (the inputs of the run before, a record's tasks) are let go in the batch of the next call's
-    tasks, never in one just before them."""
+    as one graph (one update of the scheduler's graph, not one per task) in one batch, and the
+    futures done with (the inputs of the run before, a record's tasks) are let go in the batch of the
+    next call's tasks, never in one just before them."""
     client, pencils = cluster
     cfg = copy.deepcopy(CHANNEL)
     cfg["solver"] = {"pencils": pencils}
     sim = Simulation(cfg, client=client).run(steps=1)
     batches = []  # what the client's batched stream wrote, batch by batch
+    graphs = []  # the keys of every graph update sent
     comm = client.scheduler_comm.comm
     write = comm.write
 
     async def recording(msgs, *args, **kwargs):
         batches.append([(m.get("op"), key) for m in msgs for key in m.get("keys", ())])
+        graphs.extend(set(m["keys"]) for m in msgs if m.get("op") == "update-graph")
         return await write(msgs, *args, **kwargs)
 
     monkeypatch.setattr(comm, "write", recording)
@@ -108,6 +110,7 @@ def test_a_runs_tasks_leave_together_and_before_the_futures_it_lets_go(cluster, 
     order = {entry: n for n, entry in enumerate(entry for batch in batches for entry in batch)}
     for keys in outputs:
         assert len({batch_of[("update-graph", key)] for key in keys}) == 1  # one batch per run
+        assert sum(1 for graph in graphs if graph & keys) == 1 and keys <= next(g for g in graphs if g & keys)
     submitted = sorted(n for (op, _), n in order.items() if op == "update-graph")
     position_batch = [b for b, batch in enumerate(batches) for _ in batch]
     for run, keys in enumerate(outputs[:-1]):

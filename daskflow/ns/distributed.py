@@ -361,9 +361,8 @@ class WorkerPencils:
             ready = [marker for other, marker in markers.items() if other != owner]
             ready += [after[owner]] if owner in after else []
             extra = {"report_clock": True} if clock and i == 0 else {}
-            calls.append((fn, (self.plans[owner], run_id, self.workers, pencil, ready, *args),
-                          {"comm": self.comm_spec, "scope": self.scope, **extra, "workers": [owner],
-                           "allow_other_workers": False, "pure": False}))
+            calls.append((owner, fn, (self.plans[owner], run_id, self.workers, pencil, ready, *args),
+                          {"comm": self.comm_spec, "scope": self.scope, **extra}))
         # Futures done with (the inputs of the run before, a record's tasks) are let go in the same
         # batch as this call's tasks, not when they were done with: a release sent just before the
         # submission held the tasks back by the client's batching interval (the 2-GPU channel step's

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -330,20 +331,34 @@ def took_turn(client, outputs: dict) -> None:
                                  if last.get(worker, (None,))[0] is done else None)
 
 
-def submit_together(client, calls: Sequence[tuple[Callable, tuple, dict]], spent: list | None = None) -> list:
-    """``client.submit(fn, *args, **kwargs)`` for every ``(fn, args, kwargs)`` of ``calls`` (the
-    fused tasks of one collective call), their messages leaving in one batch with the releases of
-    the futures in ``spent`` (emptied here; futures done with, whose data may go now).
+def submit_together(client, calls: Sequence[tuple[str, Callable, tuple, dict]], spent: list | None = None) -> list:
+    """Futures of ``fn(*args, **kwargs)`` run on ``worker`` alone, for every ``(worker, fn, args,
+    kwargs)`` of ``calls`` (the fused tasks of one collective call; futures in ``args`` and
+    ``kwargs`` are their dependencies, as with ``client.submit``; every call runs anew): one graph
+    in one message to the scheduler, in the client's batch that also lets go of the futures in
+    ``spent`` (emptied here; futures done with, whose data may go now).
 
-    The client batches what it sends within 10 ms of one another (distributed 2026.7). Submitted one
-    by one from the caller's thread, the first task went out at once and the others waited for the
-    next batch; a release sent just before (when a run's outputs replaced its inputs) held back all
-    of them. From the client's event loop every message is queued before its sender runs."""
+    Submitted one by one, every task was an update of the scheduler's graph of its own: on four GPU
+    workers the tasks of a run entered their workers about 1 ms apart, and a collective run starts
+    with the last. The client batches what it sends within 10 ms of one another (distributed
+    2026.7); from the client's event loop everything is queued before the batch leaves."""
+    from dask._task_spec import Task, parse_input  # what client.submit builds
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+    from dask.utils import funcname
+
     spent = spent if spent is not None else []
+    layers, keys = {}, []
+    for worker, fn, args, kwargs in calls:
+        key = f"{funcname(fn)}-{uuid.uuid4()}"
+        task = Task(key, fn, *(parse_input(a) for a in args), **{k: parse_input(v) for k, v in kwargs.items()})
+        # a layer per task: its annotations pin it (client.get does not optimise the graph away)
+        layers[key] = MaterializedLayer({key: task}, annotations={"workers": [worker], "allow_other_workers": False})
+        keys.append(key)
+    graph = HighLevelGraph(layers, {key: set() for key in keys})
 
     def submit_all() -> list:
         spent.clear()  # the releases, queued first
-        return [client.submit(fn, *args, **kwargs) for fn, args, kwargs in calls]
+        return client.get(graph, keys, sync=False, fifo_timeout="100 ms")
 
     if client.asynchronous:  # already on the loop's thread: nothing can run in between
         return submit_all()

@@ -45,6 +45,8 @@ def cuda_client(request):
     protocol = os.environ.get("DASKFLOW_TEST_PROTOCOL", "ucx")
     with LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), protocol=protocol,
                           dashboard_address=None) as cluster, Client(cluster) as client:
+        # the tests count the workers from the client's cached scheduler_info: fresh once they are all in
+        client.wait_for_workers(gpus)
         yield client
 
 

@@ -42,6 +42,8 @@ def cuda_client(request):
     from distributed import Client
 
     with _cluster(request.param) as cluster, Client(cluster) as client:
+        # the tests count the workers from the client's cached scheduler_info: fresh once they are all in
+        client.wait_for_workers(request.param)
         yield client
 
 

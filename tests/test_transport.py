@@ -902,3 +902,38 @@ def test_nccl_needs_a_gpu_per_worker(monkeypatch):
         monkeypatch.setattr(nccl, "device_id", lambda dask_worker=None: dask_worker.address)  # one GPU each
         assert choose_comm(client, workers, "auto", "gpu") == "nccl"
         assert choose_comm(client, workers, "auto", "cpu") == "mailbox"
+
+
+def test_a_finished_turn_does_not_forget_the_one_submitted_after_it():
+    """A done callback (the client's callback thread) forgets a finished turn only while it is still
+    the last one on its worker; fused work submitted in between (the caller's thread) is kept, or the
+    next solve there would not wait for it and their exchanges would mix on the shared communicator."""
+    from types import SimpleNamespace
+
+    client = SimpleNamespace(id="turn-race")
+    callbacks = []
+
+    def future():
+        return SimpleNamespace(status="pending", add_done_callback=callbacks.append)
+
+    first, second = future(), future()
+    submitting = []
+
+    class SubmitsMeanwhile(dict):
+        def get(self, *args):
+            value = super().get(*args)
+            if not submitting:  # the caller's next submission comes while the callback checks
+                submitting.append(threading.Thread(target=transport.took_turn, args=(client, {"a": second})))
+                submitting[0].start()
+                submitting[0].join(0.2)
+            return value
+
+    transport._LAST_FUSED[client.id] = SubmitsMeanwhile()
+    try:
+        transport.took_turn(client, {"a": first})
+        first.status = "finished"
+        callbacks[0](first)  # the first is done
+        submitting[0].join(10)
+        assert transport.wait_turn(client, ["a"]) == {"a": second}
+    finally:
+        transport._LAST_FUSED.pop(client.id)

@@ -303,6 +303,7 @@ _SHARED: dict[tuple, CommSpec] = {}  # the communicator of each (client, kind, w
 _CHECKED: set[tuple] = set()  # keys of _SHARED found alive (or made) with no failed run since
 _LAST_FUSED: dict[str, dict] = {}  # client id -> worker -> (an output of the fused work submitted there last,
 #                                    every output of that submission by worker)
+_TURNS = threading.Lock()  # guards _LAST_FUSED: submitters and the client's callback thread change it
 
 
 def wait_turn(client, workers: Sequence[str]) -> dict:
@@ -313,8 +314,9 @@ def wait_turn(client, workers: Sequence[str]) -> dict:
     that has already failed somewhere is not waited for: its other tasks are aborted and fail too,
     and a task depending on them would fail with their error (a solve retried at once after a
     failure inherited it); the next work runs on a new communicator anyway."""
-    last = _LAST_FUSED.setdefault(client.id, {})
-    pending = {w: future for w, (future, submission) in list(last.items())  # a copy: callbacks remove entries
+    with _TURNS:
+        entries = list(_LAST_FUSED.setdefault(client.id, {}).items())  # a copy: callbacks remove entries
+    pending = {w: future for w, (future, submission) in entries
                if future.status == "pending"
                and not any(f.status in ("error", "cancelled") for f in submission.values())}
     return {w: pending[w] for w in workers if w in pending}
@@ -323,12 +325,21 @@ def wait_turn(client, workers: Sequence[str]) -> dict:
 def took_turn(client, outputs: dict) -> None:
     """Record ``outputs`` (worker -> a future of fused work just submitted there) for
     :func:`wait_turn`; each is forgotten as soon as it is done, so no data is held here."""
-    last = _LAST_FUSED.setdefault(client.id, {})
     submission = dict(outputs)
-    last.update({worker: (future, submission) for worker, future in outputs.items()})
+    with _TURNS:
+        last = _LAST_FUSED.setdefault(client.id, {})
+        last.update({worker: (future, submission) for worker, future in outputs.items()})
     for worker, future in outputs.items():
-        future.add_done_callback(lambda done, worker=worker: last.pop(worker, None)
-                                 if last.get(worker, (None,))[0] is done else None)
+        future.add_done_callback(lambda done, worker=worker: _forget_turn(last, worker, done))
+
+
+def _forget_turn(last: dict, worker: str, done) -> None:
+    """Forget ``done`` (in the client's callback thread) if it is still the last fused work on
+    ``worker``: the check and the removal are one step, so a submission made meanwhile in another
+    thread is never dropped (the next fused work there would not wait for it)."""
+    with _TURNS:
+        if last.get(worker, (None,))[0] is done:
+            del last[worker]
 
 
 def submit_together(client, calls: Sequence[tuple[str, Callable, tuple, dict]], spent: list | None = None) -> list:

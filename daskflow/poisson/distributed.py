@@ -114,8 +114,9 @@ class ClusterState:
             self.failed = True
             with contextlib.suppress(Exception):  # a closing client: its workers go with it
                 client.run(abort_here, run_id, workers=list(self.participants))
-        if self.previous.get(worker) is future:
-            self.previous.pop(worker, None)
+        previous = self.previous  # remember() replaces the dict meanwhile: check and pop the same one
+        if previous.get(worker) is future:
+            previous.pop(worker, None)
 
 
 #: seconds a solver reuses the worker list it last asked the scheduler for (:func:`cluster_state`)

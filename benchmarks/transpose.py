@@ -8,9 +8,10 @@ all-to-all among the P workers) are timed three ways in the same run:
 * ``nccl_floor``: NCCL's grouped send/recv all-to-all of the same pieces from one process over
   all the GPUs (CuPy's NCCL), no Dask: what a transport inside the fused tasks can approach;
 * ``stage``: Dask graph with one task per piece and one assembly task per destination (UCX);
-* ``fused-mailbox`` / ``fused-nccl``: one task per worker, the exchange's pieces sent directly
-  between workers through daskflow's transports (``cluster.comm``): distributed's RPC over UCX,
-  or NCCL inside the task.
+* ``fused-mailbox`` / ``fused-nccl`` / ``fused-ucx``: one task per worker, the exchange's pieces
+  sent directly between workers through daskflow's transports (``cluster.comm``): distributed's
+  RPC over UCX, NCCL inside the task, or UCXX's tag-matched messages between the workers' own UCX
+  endpoints (skipped, and said so in the output, where UCXX does not import on the workers).
 
 For the Dask designs: the time per transpose in a chain of ``--chain`` dependent transposes
 submitted as one graph, and the wall time of one transpose submitted and awaited from the client.
@@ -128,7 +129,19 @@ def _plan(shape, gpus):
                         np.dtype("float64"))
 
 
-DESIGNS = ("stage", "fused-mailbox", "fused-nccl")
+DESIGNS = ("stage", "fused-mailbox", "fused-nccl", "fused-ucx")
+
+
+def usable_designs(client, designs, cpu: bool) -> tuple[list[str], dict]:
+    """The designs of ``designs`` this cluster can time, and why each other one is left out."""
+    from daskflow.pencils import ucx
+
+    skipped = {}
+    if cpu and "fused-nccl" in designs:
+        skipped["fused-nccl"] = "NumPy workers: NCCL moves device buffers only"
+    if "fused-ucx" in designs and not all(client.run(ucx.available).values()):
+        skipped["fused-ucx"] = "UCXX does not import on the workers (pip install ucxx-cu13 or ucxx-cu12)"
+    return [d for d in designs if d not in skipped], skipped
 
 
 def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, designs=DESIGNS) -> dict:
@@ -154,8 +167,9 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
                                  workers=[owner(k)], allow_other_workers=False, pure=False)
                 for k in dec.indices}
     wait(list(blocks_f.values()))
-    designs = [d for d in designs if not (cpu and d == "fused-nccl")]
-    comms = {d: make_comm(client, workers, d.split("-")[1]) for d in designs if d.startswith("fused")}
+    designs, skipped = usable_designs(client, designs, cpu)
+    comms = {d: make_comm(client, workers, d.split("-")[1], "cpu" if cpu else "gpu") for d in designs
+             if d.startswith("fused")}
 
     def run(design: str, count: int) -> float:
         token = f"{design}-{count}-{time.perf_counter_ns()}"
@@ -184,7 +198,7 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
                 raise future.exception()
         return seconds
 
-    out = {}
+    out = {"skipped": skipped} if skipped else {}
     for design in designs:
         run(design, 2)  # warm-up: connections, IPC handles, pools
         single = [run(design, 1) for _ in range(repeat)]

@@ -24,6 +24,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from daskflow import perfmodel  # noqa: E402
+from daskflow.perfmodel import refit  # noqa: E402
 
 MARKER = re.compile(r"^\{\{(table|section):([a-z_]+)(?::([^}]*))?\}\}$")
 
@@ -288,16 +289,13 @@ def _efficiency_axes(ax, xlabel: str, title: str, legend_size: int, beside: floa
     ax.legend(fontsize=legend_size, loc="lower left")
 
 
-CAPTURED_SCALING_DOC = "channel_step_graphs_4xH200_step_slabs.json"  # the default code's call: calls[1]
-
-
 def plot_channel_captured(results, figures) -> str | None:
     """Weak-scaling efficiency of the channel step replayed from CUDA graphs (the default for pencils),
     every layout measured in one call, against the cost model's GPU timeline (``captured=True``)."""
-    d = results.get(CAPTURED_SCALING_DOC)
+    d = results.get(perfmodel.H200_FILES["captured"])
     if not d:
         return None
-    call = d["calls"][-1]
+    call = d["calls"][refit.CAPTURED_CALL]  # the default code's call, the one the model's fit took
     one = call["one"]
     rows = {tuple(r["pencils"]): r for key in ("two", "four") for r in call[key]}
     model_one = perfmodel.predict_step("ptdma", tuple(one["shape"]), (1, 1), 1, machine=perfmodel.H200_NCCL,

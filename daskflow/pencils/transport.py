@@ -353,23 +353,23 @@ def submit_together(client, calls: Sequence[tuple[str, Callable, tuple, dict]], 
     workers the tasks of a run entered their workers about 1 ms apart, and a collective run starts
     with the last. The client batches what it sends within 10 ms of one another (distributed
     2026.7); from the client's event loop everything is queued before the batch leaves."""
+    import dask
     from dask._task_spec import Task, parse_input  # what client.submit builds
-    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
     from dask.utils import funcname
 
+    from daskflow.pencils.graph import placement_annotations
+
     spent = spent if spent is not None else []
-    layers, keys = {}, []
+    graph, placement = {}, {}
     for worker, fn, args, kwargs in calls:
         key = f"{funcname(fn)}-{uuid.uuid4()}"
-        task = Task(key, fn, *(parse_input(a) for a in args), **{k: parse_input(v) for k, v in kwargs.items()})
-        # a layer per task: its annotations pin it (client.get does not optimise the graph away)
-        layers[key] = MaterializedLayer({key: task}, annotations={"workers": [worker], "allow_other_workers": False})
-        keys.append(key)
-    graph = HighLevelGraph(layers, {key: set() for key in keys})
+        graph[key] = Task(key, fn, *(parse_input(a) for a in args), **{k: parse_input(v) for k, v in kwargs.items()})
+        placement[key] = worker
 
     def submit_all() -> list:
         spent.clear()  # the releases, queued first
-        return client.get(graph, keys, sync=False, fifo_timeout="100 ms")
+        with dask.annotate(**placement_annotations(placement, list(placement.values()))):
+            return client.get(graph, list(graph), sync=False, fifo_timeout="100 ms")
 
     if client.asynchronous:  # already on the loop's thread: nothing can run in between
         return submit_all()

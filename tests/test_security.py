@@ -42,11 +42,11 @@ def _section(**settings) -> ClusterConfig:
 def _failed_clients_leave_no_default():
     """A Client whose connection fails has already made itself dask's default scheduler and stays so
     until it is garbage collected: later in-process computations in this test session would then ask
-    for a client that no longer exists. Restore the setting and collect the failures."""
+    for a client that no longer exists. Restore the setting (each failure is collected by
+    :func:`_refused`)."""
     before = dask.config.get("scheduler", None)
     with dask.config.set(scheduler=before):
         yield
-        gc.collect()
     assert dask.config.get("scheduler", None) == before
 
 

@@ -933,7 +933,7 @@ def test_a_finished_turn_does_not_forget_the_one_submitted_after_it():
         transport.took_turn(client, {"a": first})
         first.status = "finished"
         callbacks[0](first)  # the first is done
-        submitting[0].join(10)
+        submitting[0].join()  # the submission, once the callback has let go of the lock
         assert transport.wait_turn(client, ["a"]) == {"a": second}
     finally:
         transport._LAST_FUSED.pop(client.id)

@@ -118,3 +118,41 @@ def test_a_cluster_that_refuses_the_plugins_keeps_distributeds_intervals_and_run
         assert set(found["workers"].values()) == {chosen}  # worker plugins travel as bytes to the workers
         assert set(found["scheduler to workers"].values()) == {control.DISTRIBUTED["scheduler to workers"]}
     assert "keep distributed's batching intervals" in caplog.text
+
+
+def test_the_chain_timeline_sees_every_solve_of_every_worker(monkeypatch):
+    """``benchmarks/poisson_chain_timeline.py`` on CPU workers: each chain's fused tasks are all
+    recorded, in order, on both workers, with gaps between them and the medians it reports."""
+    import os
+
+    from tests.helpers import ROOT, benchmark_module
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    bench = benchmark_module("poisson_chain_timeline")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.run(bench._install, False)
+        r = bench.measure(client, (8, 16, 16), (1, 2), "ptdma", chain=4, repeat=2, gpu=False)
+    spans = list(r["last_timeline"].values())
+    assert [len(s) for s in spans] == [4, 4]
+    for s in spans:
+        assert all(entry <= leave <= next_entry for (entry, leave, *_), (next_entry, *_) in zip(s[:-1], s[1:], strict=True))
+    assert all(r[k] > 0 for k in ("chained_ms", "host_task_ms", "gap_ms", "entry_interval_ms"))
+    assert r["bound"] is None  # no device timeline of its own on CPU workers
+
+
+def test_the_chain_timeline_tells_a_host_bound_chain_from_a_device_bound_one(monkeypatch):
+    """A chain whose devices start each solve only when the last host enters it is host-bound; one
+    whose devices start before is device-bound (spans: host entry, exit, device start, end, ms)."""
+    import os
+
+    from tests.helpers import ROOT, benchmark_module
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    bench = benchmark_module("poisson_chain_timeline")
+    late = {"a": [(10.0 * k, 10.0 * k + 2, 10.0 * k + 5, 10.0 * k + 9) for k in range(6)],
+            "b": [(10.0 * k + 5, 10.0 * k + 7, 10.0 * k + 5, 10.0 * k + 9) for k in range(6)]}
+    early = {w: [(e, x, s - 4, d) for e, x, s, d in spans] for w, spans in late.items()}
+    host = bench.summarize([late], gpu=True)
+    assert host["bound"] == "host" and host["entry_interval_ms"] == 10.0 and host["gap_ms"] == 8.0
+    assert bench.summarize([early], gpu=True)["bound"] == "device"

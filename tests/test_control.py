@@ -136,7 +136,8 @@ def test_the_chain_timeline_sees_every_solve_of_every_worker(monkeypatch):
     spans = list(r["last_timeline"].values())
     assert [len(s) for s in spans] == [4, 4]
     for s in spans:
-        assert all(entry <= leave <= next_entry for (entry, leave, *_), (next_entry, *_) in zip(s[:-1], s[1:], strict=True))
+        pairs = zip(s[:-1], s[1:], strict=True)
+        assert all(entry <= leave <= next_entry for (entry, leave, *_), (next_entry, *_) in pairs)
     assert all(r[k] > 0 for k in ("chained_ms", "host_task_ms", "gap_ms", "entry_interval_ms"))
     assert r["bound"] is None  # no device timeline of its own on CPU workers
 

@@ -13,8 +13,9 @@ its work (CUDA events recorded at the task's entry and exit on the compute strea
   the host's bound on the chain: a solve's exchanges wait for its last participant;
 * ``device_interval_ms``: from one solve's device end to the next one's, on the slowest worker
   (on CPU workers: the host spans again);
-* ``bound``: ``device`` where the devices ran without waiting for a late host (each solve started
-  on the device before the last host entered it), else ``host``.
+* ``bound``: ``device`` where the devices' interval exceeds the hosts' by more than
+  :data:`MARGIN` (the hosts ran ahead and queued work), else ``host`` (the devices kept pace with
+  the last host's entries, so they waited for it).
 
 Medians over the second half of each chain (the steady part) and over ``--repeat`` chains.
 
@@ -33,6 +34,7 @@ from emit import emit
 from poisson_distributed import BC, LENGTHS, STAGGER, Z_STRETCH, _random_block
 
 RECORDER = "daskflow_chain_timeline"
+MARGIN = 0.05  # a device interval this much longer than the entry interval: the devices are the bound
 
 
 def _install(gpu: bool) -> bool:
@@ -99,7 +101,7 @@ def _synchronize(gpu: bool) -> None:
 def summarize(timelines: list[dict], gpu: bool) -> dict:
     """The medians of the module docstring over the steady halves of ``timelines`` (per chain:
     worker -> spans); ``bound`` only where the device has a timeline of its own (``gpu``)."""
-    task, gap, entries, devices, waited = [], [], [], [], []
+    task, gap, entries, devices = [], [], [], []
     for timeline in timelines:
         spans = [s for s in timeline.values() if s]
         count = min(len(s) for s in spans)
@@ -111,12 +113,11 @@ def summarize(timelines: list[dict], gpu: bool) -> dict:
         device_end = [max(s[k][3] for s in spans) for k in range(count)]
         entries += [last_entry[k] - last_entry[k - 1] for k in range(max(half, 1), count)]
         devices += [device_end[k] - device_end[k - 1] for k in range(max(half, 1), count)]
-        # the device waited for a late host where the earliest device start of a solve is the last entry
-        waited += [min(s[k][2] for s in spans) >= last_entry[k] - 0.05 for k in range(half, count)]
     median = statistics.median
-    return {"host_task_ms": median(task), "gap_ms": median(gap), "entry_interval_ms": median(entries),
-            "device_interval_ms": median(devices),
-            "bound": None if not gpu else "host" if sum(waited) > len(waited) / 2 else "device"}
+    entry, device = median(entries), median(devices)
+    return {"host_task_ms": median(task), "gap_ms": median(gap), "entry_interval_ms": entry,
+            "device_interval_ms": device,
+            "bound": None if not gpu else "device" if device > (1 + MARGIN) * entry else "host"}
 
 
 def measure(client, grid_shape: tuple, pencils: tuple, method: str, chain: int, repeat: int, gpu: bool) -> dict:

@@ -143,8 +143,8 @@ def test_the_chain_timeline_sees_every_solve_of_every_worker(monkeypatch):
 
 
 def test_the_chain_timeline_tells_a_host_bound_chain_from_a_device_bound_one(monkeypatch):
-    """A chain whose devices start each solve only when the last host enters it is host-bound; one
-    whose devices start before is device-bound (spans: host entry, exit, device start, end, ms)."""
+    """A chain whose devices keep pace with the last host's entries is host-bound; one whose devices
+    fall behind the hosts is device-bound (spans: host entry, exit, device start, end, ms)."""
     import os
 
     from tests.helpers import ROOT, benchmark_module
@@ -153,7 +153,9 @@ def test_the_chain_timeline_tells_a_host_bound_chain_from_a_device_bound_one(mon
     bench = benchmark_module("poisson_chain_timeline")
     late = {"a": [(10.0 * k, 10.0 * k + 2, 10.0 * k + 5, 10.0 * k + 9) for k in range(6)],
             "b": [(10.0 * k + 5, 10.0 * k + 7, 10.0 * k + 5, 10.0 * k + 9) for k in range(6)]}
-    early = {w: [(e, x, s - 4, d) for e, x, s, d in spans] for w, spans in late.items()}
+    behind = {w: [(e, x, 12.0 * k + 5, 12.0 * k + 16) for k, (e, x, _, _) in enumerate(spans)]
+              for w, spans in late.items()}
     host = bench.summarize([late], gpu=True)
     assert host["bound"] == "host" and host["entry_interval_ms"] == 10.0 and host["gap_ms"] == 8.0
-    assert bench.summarize([early], gpu=True)["bound"] == "device"
+    device = bench.summarize([behind], gpu=True)
+    assert device["bound"] == "device" and device["device_interval_ms"] == 12.0

@@ -96,7 +96,7 @@ def test_ptdma_4x4_needs_at_most_25_tasks_per_chunk():
 
 def test_pencils_change_worker_only_inside_exchanges():
     """Read every worker's incoming-transfer log: the only keys that ever move between workers
-    are transpose pieces and P-TDMA boundary/solution rows, and each output chunk stays home."""
+    are transpose pieces and P-TDMA boundary rows (gathered at pz = 2), and each output chunk stays home."""
     with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as c:
         for method in ("ptdma", "ftm"):
@@ -111,7 +111,7 @@ def test_pencils_change_worker_only_inside_exchanges():
                                               for k in entry["keys"]])
             moved = {k[0].rsplit("-", 2)[0] if isinstance(k, tuple) else k for keys in logs.values() for k in keys}
             allowed = {"daskflow-cut-for-y-pencil", "daskflow-cut-for-x-pencil", "daskflow-cut-for-z-pencil",
-                       "daskflow-cut-for-y-from-z", "daskflow-cut-boundary-rows", "daskflow-cut-solution-rows"}
+                       "daskflow-cut-for-y-from-z", "daskflow-cut-all-boundary-rows"}  # pz = 2: rows gathered
             assert moved and moved <= allowed, moved
             workers = sorted(c.scheduler_info()["workers"])
             who = c.who_has(out)
@@ -248,21 +248,22 @@ def test_a_failing_peer_aborts_the_others():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
         b = da.from_array(_rhs(8), chunks=home_chunks(solver))
         solver.solve(b).compute()
-        c.run(_fail_on_second_exchange)
+        c.run(_fail_in_the_exchange)
         start = time.perf_counter()
         with pytest.raises(RuntimeError):
             solver.solve(b + 1).compute()
         assert time.perf_counter() - start < 30
 
 
-def _fail_on_second_exchange(dask_worker):
-    """Make this worker's chunk (0, 1) raise inside its second exchange (a test hook)."""
+def _fail_in_the_exchange(dask_worker):
+    """Make this worker's chunk (0, 1) raise inside its first exchange, the boundary rows' gather
+    at pencils (1, 2), after its forward transforms and reduction (a test hook)."""
     from daskflow.pencils import direct
 
     original = direct.DirectExecutor.exchange
 
     def exchange(self, *args, **kwargs):
-        if self.exchanges == 1 and self.owner((0, 1)) == self.me:
+        if self.exchanges == 0 and self.owner((0, 1)) == self.me:
             raise RuntimeError("peer failure")
         return original(self, *args, **kwargs)
 

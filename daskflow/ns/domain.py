@@ -287,12 +287,6 @@ class FlowDomain:
     def _xp_name(self) -> str:
         return "cupy" if self.plan.device == "gpu" and cupy_or_none() is not None else "numpy"
 
-    @property
-    def gathers_reduced_rows(self) -> bool:
-        """Whether P-TDMA's reduced systems are solved by every chunk of the group from all its
-        boundary rows (one round instead of two; at ``pz = 2`` the same bytes)."""
-        return ZSolve.of(self.poisson_plan.method, self.counts[1]).gathers
-
     def _ptdma_setup(self, plan: SpectralPlan):
         """This chunk's P-TDMA coefficients and the reduced systems it solves (``()`` where the z
         solve is not P-TDMA). They depend on the plan alone, so they are kept with it: a worker's
@@ -301,25 +295,19 @@ class FlowDomain:
         if ZSolve.of(plan.method, plan.decomposition.pz).kind != PTDMA:
             return ()
         member, xp_name = self.member, self._xp_name()
-        if self.gathers_reduced_rows:  # every column of this chunk's x group
-            reduced = (self.key,)
-        else:
-            reduced = tuple(k for k in plan.decomposition.reduced_indices() if member.owner(k) == member.me)
-        cache_key = ("flow-ptdma", self.key, xp_name, self.gathers_reduced_rows, reduced)
+        # every column of this chunk's x group where the solve gathers the rows, else its slices
+        reduced = tuple(k for k in spectral.reduced_factor_keys(plan) if member.owner(k) == member.me)
+        cache_key = ("flow-ptdma", self.key, xp_name, reduced)
         setup = plan._device_cache.get(cache_key)
         if setup is None:
             coefficients = {self.key: spectral.ptdma_setup(plan, self.key, xp_name)}
-            if self.gathers_reduced_rows:
-                factors = {self.key: spectral.reduced_factor(plan, self.key, xp_name, columns=slice(None))}
-            else:
-                factors = {k: spectral.reduced_factor(plan, k, xp_name) for k in reduced}
+            factors = {k: spectral.reduced_factor_at(plan, k, xp_name) for k in reduced}
             setup = plan._device_cache[cache_key] = (coefficients, factors)
         return setup
 
     def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup, rows: bool = False):
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
-        out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail,
-                               gather=self.gathers_reduced_rows, rows=rows)
+        out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail, rows=rows)
         # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
         return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
 

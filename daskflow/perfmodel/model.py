@@ -315,7 +315,8 @@ def task_count(method: str, pencils, nys: int, granularity: str = "stage", worke
                inputs_may_fail: bool = True) -> int:
     """Tasks of one solve graph (:func:`daskflow.poisson.distributed.build_graph`, without set-up).
 
-    Stage: one task per chunk per fused stage plus one per piece; fused: one task per worker that
+    Stage: one task per chunk per fused stage plus one per piece (P-TDMA at ``pz <= 2`` gathers the
+    boundary rows in one round, else two by column slice); fused: one task per worker that
     owns a chunk, plus one output ``getitem`` per chunk of a worker that owns several, plus one
     ready marker per chunk when several workers take part and the inputs may still fail (not a
     chained solve's: ``inputs_may_fail=False``).
@@ -333,6 +334,8 @@ def task_count(method: str, pencils, nys: int, granularity: str = "stage", worke
         return forward + finish
     if method == "ftm":
         return forward + 2 * (c * pz + c) + finish
+    if pz <= 2:  # the boundary rows gathered at every chunk of the x group: one round
+        return forward + (c * pz + c) + c + finish
     r = min(pz, nys)
     return forward + (py * r * pz + py * r) + c * r + c + finish
 
@@ -343,7 +346,7 @@ def stage_sources(method: str, pencils, nys: int) -> list[int]:
     xy = [py] if py > 1 else []
     if pz == 1:
         return xy + xy
-    middle = [pz, pz] if method == "ftm" else [pz, min(pz, nys)]
+    middle = [pz, pz] if method == "ftm" else [pz] if pz <= 2 else [pz, min(pz, nys)]
     return xy + middle + xy
 
 

@@ -123,7 +123,7 @@ def _finish(plan: SpectralPlan, ex, blocks: dict, tail, rows: bool = False) -> d
 
 
 def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), tail=(),
-          gather: bool = False, rows: bool = False) -> dict:
+          rows: bool = False) -> dict:
     """x-pencil chunks of the solution by ``method`` (``"ptdma"`` or ``"ftm"``) on the plan's
     decomposition: local Thomas at ``pz = 1`` whatever the method (:class:`ZSolve`). ``setup`` is
     P-TDMA's ``(coefficients, factors)`` (see :func:`ptdma`); ``head`` and ``tail`` are stages fused
@@ -144,7 +144,7 @@ def solve(ex, plan: SpectralPlan, blocks: dict, method: str, setup=(), head=(), 
     else:
         coefficients, factors = setup
         reduced = _forward_chain(plan, ex, blocks, [spectral.ptdma_reduce], (coefficients,), head=head)
-        pieces = spectral.exchange_rows(ex, plan, reduced, factors, gather)
+        pieces = spectral.exchange_rows(ex, plan, reduced, factors)
         out = ex.map([spectral.ptdma_reconstruct, *_y_back(plan, ex, tail)], dec.indices, reduced,
                      (coefficients, pieces))
     return _finish(plan, ex, out, tail, rows)
@@ -155,16 +155,15 @@ def ftm(ex, plan: SpectralPlan, blocks: dict, head=(), tail=()) -> dict:
     return solve(ex, plan, blocks, FTM, head=head, tail=tail)
 
 
-def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=(),
-          gather: bool = False) -> dict:
+def ptdma(ex, plan: SpectralPlan, blocks: dict, coefficients: dict, factors: dict, head=(), tail=()) -> dict:
     """Parallel tridiagonal method (local Thomas at ``pz = 1``); ``coefficients[(p, q)]`` are the
     chunks' Algorithm-2 arrays (:func:`~daskflow.zsolve.spectral.ptdma_setup`) and ``factors`` the
-    factorised reduced systems (:func:`~daskflow.zsolve.spectral.reduced_factor`), both computed
-    once where they are used: of the column slices ``decomposition.reduced`` (``factors[(p, s)]``),
-    each solved at the participant that owns it, or with ``gather`` of all columns of each chunk's
-    x group (``factors[(p, q)]``), solved by every chunk from all the group's boundary rows
+    factorised reduced systems (:func:`~daskflow.zsolve.spectral.reduced_factor_at`, keyed by
+    :func:`~daskflow.zsolve.spectral.reduced_factor_keys`), both computed once where they are used:
+    every chunk's, over all columns of its x group, where the solve gathers all boundary rows
+    (``pz <= 2``), else every column slice's, each solved at the participant that owns it
     (:func:`~daskflow.zsolve.spectral.exchange_rows`)."""
-    return solve(ex, plan, blocks, PTDMA, (coefficients, factors), head, tail, gather)
+    return solve(ex, plan, blocks, PTDMA, (coefficients, factors), head, tail)
 
 
 def for_method(method: str, pz: int, head=(), tail=()) -> tuple:

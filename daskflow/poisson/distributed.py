@@ -151,8 +151,9 @@ def cluster_state(solver, client, xp_name: str) -> ClusterState:
         comm = choose_comm(client, participants, solver.comm, device, setting=f"{type(solver).__name__} comm")
     state = ClusterState(workers, plans, comm, participants, device)
     if ZSolve.of(solver.method, dec.pz).kind == PTDMA:
+        factor_keys = spectral.reduced_factor_keys(solver.plan)
         for table, setup, keys in ((state.coefficients, spectral.ptdma_setup, dec.indices),
-                                   (state.factors, spectral.reduced_factor, dec.reduced_indices())):
+                                   (state.factors, spectral.reduced_factor_at, factor_keys)):
             for k in keys:
                 owner = chunk_owner(k, workers, dec.pz)
                 table[k] = client.submit(setup, plans[owner], k, xp_name, workers=[owner],
@@ -192,10 +193,10 @@ def build_graph(solver, b: da.Array, client=None) -> SolveGraph:
         plan_ref, workers, owner = ("daskflow-plan-" + token,), [], None
         setup[plan_ref] = plan
         coefficients = {k: ("daskflow-coefficients-" + token, *k) for k in dec.indices}
-        factors = {k: ("daskflow-factors-" + token, *k) for k in dec.reduced_indices()}
+        factors = {k: ("daskflow-factors-" + token, *k) for k in spectral.reduced_factor_keys(plan)}
         if ZSolve.of(solver.method, dec.pz).kind == PTDMA:
             setup.update({v: (spectral.ptdma_setup, plan_ref, k, xp_name) for k, v in coefficients.items()})
-            setup.update({v: (spectral.reduced_factor, plan_ref, k, xp_name) for k, v in factors.items()})
+            setup.update({v: (spectral.reduced_factor_at, plan_ref, k, xp_name) for k, v in factors.items()})
     blocks = {(p, q): (b.name, 0, p, q) for p, q in dec.indices}
     head, tail = [stages.to_memory_order], [stages.to_logical_order]
     algorithm, uses_setup = algorithms.for_method(solver.method, dec.pz, head, tail)
@@ -236,8 +237,7 @@ def _fused_graph(algorithm, plan_ref, token: str, workers: list[str], dec, block
     per solver and worker set: its solves' pieces are described to the receivers once)."""
     fused_name, name = f"daskflow-fused-{token}", solution_layer(token)
     run_id = token  # the exchanges' run (an aborted run stays aborted on the workers: one per submission)
-    owner = {k: chunk_owner(k, workers, dec.pz) for k in dec.indices}
-    owner.update({k: chunk_owner(k, workers, dec.pz) for k in dec.reduced_indices()})
+    owner = {k: chunk_owner(k, workers, dec.pz) for d in (blocks, *setup) for k in d}
     tasks, placement, ready_of = {}, {}, {}
     if markers and len({owner[k] for k in blocks}) > 1:
         for k, block in blocks.items():

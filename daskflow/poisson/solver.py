@@ -139,7 +139,8 @@ class _SpectralSolver:
         if key not in self._ptdma_cache:
             dec = self.plan.decomposition
             self._ptdma_cache[key] = ({k: spectral.ptdma_setup(self.plan, k, xp) for k in dec.indices},
-                                      {k: spectral.reduced_factor(self.plan, k, xp) for k in dec.reduced_indices()})
+                                      {k: spectral.reduced_factor_at(self.plan, k, xp)
+                                       for k in spectral.reduced_factor_keys(self.plan)})
         return self._ptdma_cache[key]
 
     # ------------------------------------------------------------------ operator

@@ -25,6 +25,7 @@ from daskflow import tridiagonal
 from daskflow.backend import array_module
 from daskflow.pencils.layout import cut
 from daskflow.stencils import Tridiagonal
+from daskflow.zsolve.choice import PTDMA, ZSolve
 from daskflow.zsolve.group import column_group, factor_reduced, reduced_offsets
 
 if TYPE_CHECKING:
@@ -112,6 +113,27 @@ def reduced_factor(plan: SpectralPlan, key, xp, columns: slice | None = None) ->
     dec = plan.decomposition
     columns = dec.reduced[s] if columns is None else columns
     return factor_reduced([ptdma_setup(plan, (p, q), xp, columns) for q in range(dec.pz)], plan.z_op.periodic)
+
+
+def gathers(plan: SpectralPlan) -> bool:
+    """Whether a P-TDMA solve on the plan's decomposition gathers every boundary row of an x group
+    at each of its chunks (one round; :attr:`ZSolve.gathers`) rather than solving the reduced
+    systems by column slice (two rounds)."""
+    return ZSolve.of(PTDMA, plan.decomposition.pz).gathers
+
+
+def reduced_factor_at(plan: SpectralPlan, key, xp) -> tridiagonal.FactoredTridiagonal:
+    """The factorised reduced systems a P-TDMA solve on the plan's decomposition uses at ``key``
+    (one of :func:`reduced_factor_keys`): chunk ``key``'s, over all columns of its x group, where
+    the solve :func:`gathers`; else column slice ``key = (p, s)``'s."""
+    return reduced_factor(plan, key, xp, columns=slice(None) if gathers(plan) else None)
+
+
+def reduced_factor_keys(plan: SpectralPlan) -> list:
+    """Where a P-TDMA solve on the plan's decomposition solves reduced systems: every chunk where
+    it :func:`gathers`, else every column slice ``(p, s)``."""
+    dec = plan.decomposition
+    return list(dec.indices) if gathers(plan) else dec.reduced_indices()
 
 
 # ---------------------------------------------------------------- P-TDMA: run time
@@ -207,18 +229,19 @@ def solve_gathered(plan: SpectralPlan, key, pieces, factor):
     return [cut_solution_rows(plan, whole, reduced_solve(plan, whole, pieces, factor), key)]
 
 
-def exchange_rows(ex, plan: SpectralPlan, reduced: dict, factors: dict, gather: bool = False) -> dict:
+def exchange_rows(ex, plan: SpectralPlan, reduced: dict, factors: dict) -> dict:
     """P-TDMA step 5: the boundary rows of every chunk's :func:`ptdma_reduce` output (``reduced``)
     to the reduced solves and their solutions back; returns, per chunk, the pieces
-    :func:`ptdma_reconstruct` takes.
+    :func:`ptdma_reconstruct` takes. ``factors`` are :func:`reduced_factor_at` at
+    :func:`reduced_factor_keys`.
 
-    By slice (``factors[(p, s)]``: :func:`reduced_factor` of ``decomposition.reduced[s]``), each
-    solved at the participant that owns it: two rounds. With ``gather``, every chunk solves all
-    columns of its x group from all the group's rows (``factors[(p, q)]``: its
-    :func:`reduced_factor` over all columns): one round, the same bytes at ``pz = 2``."""
+    Where the solve :func:`gathers` (``pz <= 2``), every chunk solves all columns of its x group
+    from all the group's rows (``factors[(p, q)]``): one round, the same bytes as two at ``pz = 2``.
+    Else by slice (``factors[(p, s)]``), each solved at the participant that owns it: two rounds,
+    each participant moving ``2/pz`` of an all-gather's bytes."""
     dec = plan.decomposition
     group = column_group(dec.pz)
-    if gather:
+    if gathers(plan):
         return ex.exchange(reduced, dec.indices, group, cut_all_boundary_rows, [solve_gathered], (factors,),
                            site="all-rows")
     solved = ex.exchange(reduced, dec.reduced_indices(), group, cut_boundary_rows, [reduced_solve], (factors,),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from daskflow.pencils.layout import split_sizes
+from daskflow.zsolve.choice import PTDMA, ZSolve
 
 CHANNEL_BC = ("PP", "PP", "NN")
 
@@ -295,7 +296,7 @@ def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", m
         singular = all(b in ("PP", "NN") for b in bc)
         p, q, r = P[:, None, None], Q[None, :, None], np.arange(R)[None, None, :]
         nb = rows[q] * red[r] * xs_p[p] * s + ((p == 0) & (r == 0) & singular) * nz_q[q] * s
-        if machine.code != "legacy" and pz <= 2:  # every chunk gathers all rows of its x group: one round
+        if machine.code != "legacy" and _gathers(pz):  # every chunk gathers all rows of its x group: one round
             q2 = Q[None, None, :]
             nb = rows[q] * nys * xs_p[p] * s + ((p == 0) & singular) * nz_q[q] * s + 0 * q2
             out.append(_exchange("all-rows", lay, p, q, p, q2, nb, machine))
@@ -309,6 +310,11 @@ def poisson_exchanges(method: str, shape, pencils, gpus: int, dtype="float64", m
     if py > 1:
         out.append(xy("y->x"))
     return out
+
+
+def _gathers(pz: int) -> bool:
+    """Whether the code's P-TDMA gathers every boundary row at each chunk (one round) on ``pz`` z-chunks."""
+    return ZSolve.of(PTDMA, pz).gathers
 
 
 def task_count(method: str, pencils, nys: int, granularity: str = "stage", workers: int | None = None,
@@ -334,7 +340,7 @@ def task_count(method: str, pencils, nys: int, granularity: str = "stage", worke
         return forward + finish
     if method == "ftm":
         return forward + 2 * (c * pz + c) + finish
-    if pz <= 2:  # the boundary rows gathered at every chunk of the x group: one round
+    if _gathers(pz):  # the boundary rows gathered at every chunk of the x group: one round
         return forward + (c * pz + c) + c + finish
     r = min(pz, nys)
     return forward + (py * r * pz + py * r) + c * r + c + finish
@@ -346,7 +352,7 @@ def stage_sources(method: str, pencils, nys: int) -> list[int]:
     xy = [py] if py > 1 else []
     if pz == 1:
         return xy + xy
-    middle = [pz, pz] if method == "ftm" else [pz] if pz <= 2 else [pz, min(pz, nys)]
+    middle = [pz, pz] if method == "ftm" else [pz] if _gathers(pz) else [pz, min(pz, nys)]
     return xy + middle + xy
 
 

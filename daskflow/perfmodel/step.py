@@ -31,6 +31,7 @@ from daskflow.perfmodel.model import (
     Layout,
     Machine,
     _exchange,
+    _gathers,
     _sizes,
     passes_time,
     predict_solve,
@@ -106,7 +107,7 @@ def step_exchanges(shape, pencils, gpus: int, dtype="float64", machine: Machine 
     pz = pencils[1]
     legacy = machine.code == "legacy"
     if zsolve == "auto":
-        zsolve = "allgather" if legacy or pz <= 2 else "sliced"
+        zsolve = "allgather" if legacy or _gathers(pz) else "sliced"
     z = implicit == "z" and pz > 1
     out = []
     if legacy:

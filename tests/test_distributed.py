@@ -99,6 +99,7 @@ def test_pencils_change_worker_only_inside_exchanges():
     are transpose pieces and P-TDMA boundary rows (gathered at pz = 2), and each output chunk stays home."""
     with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as c:
+        c.wait_for_workers(4)  # the scheduler's view lags behind registering workers: the chunks go to all four
         for method in ("ptdma", "ftm"):
             solver = PoissonSolver(GRID, ("PP", "PP", "NN"), "ccc", method, (2, 2))
             b = persist_home(solver, _rhs(4), c)

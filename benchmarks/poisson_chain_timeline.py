@@ -1,4 +1,4 @@
-"""Where chained fused Poisson solves spend their time: every worker's host and device timeline.
+"""What bounds chained fused Poisson solves: every worker's host and GPU spans, solve by solve.
 
 ``poisson_distributed.py`` times ``--chain`` solves submitted back to back (each takes the previous
 result) and divides by the count. This benchmark runs the same chains and records, on every
@@ -30,8 +30,8 @@ import statistics
 import sys
 import time
 
-from emit import emit
-from poisson_distributed import BC, LENGTHS, STAGGER, Z_STRETCH, _random_block
+from emit import device_synchronize, emit
+from poisson_distributed import BC, LENGTHS, STAGGER, Z_STRETCH, _chained, _random_block, _stable_count
 
 RECORDER = "daskflow_chain_timeline"
 MARGIN = 0.05  # a device interval this much longer than the entry interval: the devices are the bound
@@ -69,19 +69,20 @@ def _event(gpu: bool):
 
 
 def _collect(gpu: bool) -> list:
-    """This worker's spans since the last call, ms: ``(host entry, host exit, device start, device
-    end)``, host times on the host's clock, device times from the first entry's event (aligned to it)."""
+    """This worker's spans since the last call, ms: ``(host entry, host exit, GPU start, GPU end)``,
+    host instants on the host's clock, GPU instants counted from the first entry's event and placed
+    at that entry."""
     from daskflow.pencils import direct
 
     records = direct.__dict__.setdefault(RECORDER, [])
-    if gpu:
+    device_synchronize()
+    spans = []
+    if records and gpu:
         import cupy
 
-        cupy.cuda.runtime.deviceSynchronize()
-    spans = []
+        first_entry, first = records[0][0], records[0][2]
     for entry, leave, start, end in records:
         if gpu:
-            first_entry, first = records[0][0], records[0][2]
             start = first_entry + 1e-3 * cupy.cuda.get_elapsed_time(first, start)
             end = first_entry + 1e-3 * cupy.cuda.get_elapsed_time(first, end)
         else:
@@ -89,13 +90,6 @@ def _collect(gpu: bool) -> list:
         spans.append(tuple(1e3 * t for t in (entry, leave, start, end)))
     records.clear()
     return spans
-
-
-def _synchronize(gpu: bool) -> None:
-    if gpu:
-        import cupy
-
-        cupy.cuda.runtime.deviceSynchronize()
 
 
 def summarize(timelines: list[dict], gpu: bool) -> dict:
@@ -142,18 +136,12 @@ def measure(client, grid_shape: tuple, pencils: tuple, method: str, chain: int, 
     wait(b)
     for _ in range(3):
         wait(solver.solve(b))
-    client.run(_synchronize, gpu)
+    client.run(device_synchronize)
     client.run(_collect, gpu)
+    baseline = _stable_count(client)
     chained, timelines = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
-        x = b
-        for _ in range(chain):
-            x = solver.solve(x)
-        wait(x)
-        client.run(_synchronize, gpu)
-        chained.append(1e3 * (time.perf_counter() - start) / chain)
-        del x
+        chained.append(1e3 * _chained(client, solver, b, chain, baseline))  # as poisson_distributed.py times it
         timeline = client.run(_collect, gpu)
         origin = min(s[0][0] for s in timeline.values() if s)
         timelines.append({w: [tuple(t - origin for t in span) for span in s] for w, s in timeline.items()})

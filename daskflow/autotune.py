@@ -197,8 +197,7 @@ class _ClusterCandidate:
         self.plans, self.pz = state.plans, dec.pz
         # the communicator a run with this transport would use (shared with it: built once)
         self.comm = make_comm(client, state.participants, comm or "mailbox", device)
-        owner = {k: chunk_owner(k, self.workers, dec.pz)
-                 for k in [*dec.indices, *state.coefficients, *state.factors]}
+        owner = {k: chunk_owner(k, self.workers, dec.pz) for k in [*dec.indices, *state.factors]}
         if tuple(pencils) not in inputs:
             chunks = pencil_chunks(grid.shape, dec.pencils)
             inputs[tuple(pencils)] = {

@@ -139,7 +139,7 @@ def test_the_chain_timeline_sees_every_solve_of_every_worker(monkeypatch):
         pairs = zip(s[:-1], s[1:], strict=True)
         assert all(entry <= leave <= next_entry for (entry, leave, *_), (next_entry, *_) in pairs)
     assert all(r[k] > 0 for k in ("chained_ms", "host_task_ms", "gap_ms", "entry_interval_ms"))
-    assert r["bound"] is None  # no device timeline of its own on CPU workers
+    assert r["bound"] is None  # CPU workers: their host spans are all there is
 
 
 def test_the_chain_timeline_tells_a_host_bound_chain_from_a_device_bound_one(monkeypatch):

@@ -3,14 +3,15 @@ goes (per-stage breakdown on one GPU). Prints one JSON document with the device 
 
     python benchmarks/channel_step.py [--shape 512 256 144] [--steps 10] [--implicit z]
     python benchmarks/channel_step.py --gpus 4 ...   # y scaled by 4, one y-slab per GPU worker (UCX)
-    python benchmarks/channel_step.py --gpus 2 --comm nccl --variants 1:off 4:on   # transpose settings
+    python benchmarks/channel_step.py --gpus 2 --comm nccl --variants 1:none 3:ipc   # transpose settings
 
 With ``--gpus N > 1`` the grid's ny is multiplied by N (weak scaling) and the run uses a
 ``LocalCUDACluster`` with one pencil per GPU: pencils (N, 1), or each ``--layouts PY PZ`` given, each
 with every transport of ``--comm`` (``cluster.comm``: nccl, mailbox, auto), all on one cluster.
 ``--variants SLABS:CE`` repeats every point with the workers' ``daskflow.transpose-slabs`` and
-``daskflow.step-transpose-slabs`` set to SLABS and ``daskflow.nccl-copy-engine`` on or off (the
-pressure solve's transposes whole or in z slabs, over NCCL's copy engines or its multiprocessors),
+``daskflow.step-transpose-slabs`` set to SLABS and ``daskflow.copy-engine`` to CE (none, nccl or
+ipc: the pressure solve's transposes whole or in z slabs, on NCCL's multiprocessors, NCCL's
+copy-engine all-to-all or one-sided copies into the peers' memory),
 each a new simulation on the same cluster.
 After the timed steps, as many steps again run with :mod:`daskflow.profiling` switched on: the
 per-phase breakdown (halos, pressure solve, implicit solves, reductions, the rest of the local
@@ -97,7 +98,7 @@ def distributed(args) -> list[dict]:
             settings = {}
             if slabs is not None:
                 settings = {"daskflow.transpose-slabs": int(slabs), "daskflow.step-transpose-slabs": int(slabs),
-                            "daskflow.nccl-copy-engine": engine == "on"}
+                            "daskflow.copy-engine": engine}
                 client.run(_set_config, settings)
             cfg = _config(shape, args.implicit, pencils, args.z_solve, args.cfl_every, args.dt)
             cfg["cluster"] = {"comm": comm}
@@ -221,8 +222,8 @@ def main() -> None:
     parser.add_argument("--cfl-every", type=int, default=1,
                         help="time.cfl_every: steps between CFL evaluations, the step size held between")
     parser.add_argument("--variants", nargs="+", default=[], metavar="SLABS:CE",
-                        help="transpose settings to time each point with, e.g. 1:off 4:on (daskflow.transpose-slabs, "
-                             "daskflow.nccl-copy-engine)")
+                        help="transpose settings to time each point with, e.g. 1:none 3:ipc (daskflow.transpose-slabs, "
+                             "daskflow.copy-engine)")
     parser.add_argument("--z-solve", default="direct", choices=["direct", "transpose"],
                         help="distributed z-implicit path (solver.z_solve)")
     args = parser.parse_args()

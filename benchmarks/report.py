@@ -59,7 +59,8 @@ def table_poisson_single(d) -> str:
 
 #: exchange designs of the transpose benchmark, by their key in a result row (``fused``: older files)
 DESIGN_LABELS = {"stage": "task per piece", "fused": "direct (mailbox)", "fused-mailbox": "direct, mailbox",
-                 "fused-nccl": "direct, NCCL"}
+                 "fused-nccl": "direct, NCCL", "fused-nccl-ipc": "direct, NCCL, IPC copy engines",
+                 "fused-nccl-ce": "direct, NCCL copy-engine all-to-all"}
 
 
 def _designs(d) -> list[str]:

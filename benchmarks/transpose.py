@@ -11,7 +11,10 @@ all-to-all among the P workers) are timed three ways in the same run:
 * ``fused-mailbox`` / ``fused-nccl`` / ``fused-ucx``: one task per worker, the exchange's pieces
   sent directly between workers through daskflow's transports (``cluster.comm``): distributed's
   RPC over UCX, NCCL inside the task, or UCXX's tag-matched messages between the workers' own UCX
-  endpoints (skipped, and said so in the output, where UCXX does not import on the workers).
+  endpoints (skipped, and said so in the output, where UCXX does not import on the workers);
+* ``fused-nccl-ipc`` / ``fused-nccl-ce``: the NCCL transport with its transposes on the copy
+  engines (``daskflow.copy-engine``): one-sided copies into the peers' receive windows, or NCCL's
+  copy-engine all-to-all.
 
 For the Dask designs: the time per transpose in a chain of ``--chain`` dependent transposes
 submitted as one graph, and the wall time of one transpose submitted and awaited from the client.
@@ -129,7 +132,8 @@ def _plan(shape, gpus):
                         np.dtype("float64"))
 
 
-DESIGNS = ("stage", "fused-mailbox", "fused-nccl", "fused-ucx")
+DESIGNS = ("stage", "fused-mailbox", "fused-nccl", "fused-nccl-ipc", "fused-nccl-ce", "fused-ucx")
+COPY_ENGINE = {"fused-nccl-ipc": "ipc", "fused-nccl-ce": "nccl"}  # daskflow.copy-engine of a design
 
 
 def usable_designs(client, designs, cpu: bool) -> tuple[list[str], dict]:
@@ -137,8 +141,9 @@ def usable_designs(client, designs, cpu: bool) -> tuple[list[str], dict]:
     from daskflow.pencils import ucx
 
     skipped = {}
-    if cpu and "fused-nccl" in designs:
-        skipped["fused-nccl"] = "NumPy workers: NCCL moves device buffers only"
+    for design in designs:
+        if cpu and design.startswith("fused-nccl"):
+            skipped[design] = "NumPy workers: NCCL moves device buffers only"
     if "fused-ucx" in designs and not all(client.run(ucx.available).values()):
         skipped["fused-ucx"] = "UCXX does not import on the workers (pip install ucxx-cu13 or ucxx-cu12)"
     return [d for d in designs if d not in skipped], skipped
@@ -200,6 +205,8 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
 
     out = {"skipped": skipped} if skipped else {}
     for design in designs:
+        # read where a site first runs: in the warm-up, by this design's own communicator
+        client.run(_set_copy_engine, COPY_ENGINE.get(design, "none"))
         run(design, 2)  # warm-up: connections, IPC handles, pools
         single = [run(design, 1) for _ in range(repeat)]
         chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
@@ -223,6 +230,12 @@ def transpose_chain_done(ex, plan, blocks: dict, count: int) -> dict:
     if cupy is not None:
         cupy.cuda.get_current_stream().synchronize()
     return out
+
+
+def _set_copy_engine(engine: str) -> None:
+    import dask
+
+    dask.config.set({"daskflow.copy-engine": engine})
 
 
 def _cupy_ones(shape):

@@ -22,12 +22,18 @@ with open(PATH) as _file:
 
 dask.config.update_defaults(DEFAULTS)
 
+CHOICES = {"copy-engine": ("none", "nccl", "ipc")}  # keys whose value is one of a few names
+
 
 def get(key: str) -> Any:
     """The value of the dask configuration key ``daskflow.<key>`` (its declared default unless set),
-    of its default's kind: a switch is a boolean, a number a non-negative number; anything else is
-    a ``ValueError`` naming the key."""
+    of its default's kind: a switch is a boolean, a number a non-negative number, a choice one of
+    :data:`CHOICES`; anything else is a ``ValueError`` naming the key and what it allows."""
     value, default = dask.config.get(f"daskflow.{key}"), DEFAULTS["daskflow"][key]
+    if key in CHOICES:
+        if value not in CHOICES[key]:
+            raise ValueError(f"dask config daskflow.{key}: must be one of {', '.join(CHOICES[key])}, got {value!r}")
+        return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ValueError(f"dask config daskflow.{key}: must be true or false, got {value!r}")

@@ -69,10 +69,11 @@ def test_info_reports_versions():
     # what cluster.comm: auto times on several workers: always the mailbox, last
     assert info["exchange_candidates"][-1] == "mailbox" and info["exchanges"] in info["exchange_candidates"]
     assert info["compiled_cpu_loops"] is (info["versions"]["numba"] is not None)  # numba is a dependency
-    # the copy engines need NCCL 2.28 (none without CuPy) and are off unless daskflow.nccl-copy-engine is set
+    # NCCL's copy engines need NCCL 2.28, IPC a GPU (neither without CuPy); off unless daskflow.copy-engine is set
     nccl = info["versions"]["nccl"]
     has_engines = nccl is not None and tuple(int(part) for part in nccl.split(".")[:2]) >= (2, 28)
-    assert info["nccl_copy_engine"] == {"available": has_engines, "on": False}
+    assert info["copy_engine"] == {"nccl_available": has_engines, "ipc_available": info["gpus"] > 0,
+                                   "setting": "none"}
     assert info["cuda_graphs"] == {"one_pencil_points": 4194304, "pencils": True,  # the declared defaults
                                    "points_per_pencil": 33554432}
     assert info["transpose_slabs"] == {"captured_step": 3, "otherwise": 1}

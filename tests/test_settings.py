@@ -50,7 +50,8 @@ def test_a_bad_value_is_refused_naming_the_key_before_a_run_starts():
                                 ("gpu-switch-interval", -1, "non-negative number"),
                                 ("control-interval", "1ms", "non-negative number"),
                                 ("profile-phases", "yes", "true or false"),
-                                ("distributed-cuda-graphs", 1, "true or false")):
+                                ("distributed-cuda-graphs", 1, "true or false"),
+                                ("copy-engine", "on", "one of none, nccl, ipc")):
         with dask.config.set({f"daskflow.{key}": value}):
             with pytest.raises(ValueError, match=f"dask config daskflow.{key}: must be (a )?{allowed}"):
                 load(CHANNEL)

@@ -103,7 +103,7 @@ def for_stepper(stepper, state) -> StepGraphs | None:
         return StepGraphs()
     transport = getattr(domain, "transport", None)
     if (settings.get("distributed-cuda-graphs") and getattr(transport, "capturable", False)
-            and not settings.get("nccl-copy-engine")):
+            and settings.get("copy-engine") != "nccl"):
         if getattr(stepper, "implicit", None) == "xyz":
             # its Helmholtz set-ups are the run's (FlowDomain.finish drops them), so is its graph:
             # kept, it would replay on freed memory in the next run

@@ -118,23 +118,18 @@ class Window:
     nbytes: int
 
 
-class CopyEngine:
-    """One rank's zero-CTA communicator over ``size`` ranks (``uid`` from :func:`unique_id`) and its
-    windows: :meth:`take` hands out a free window of at least the size asked for (making a new one,
-    collectively, where none is free), :meth:`give` returns it."""
+class WindowPool:
+    """Windows of a link's collective exchanges: :meth:`take` hands out a free window of at least the
+    size asked for (making a new one, collectively, where none is free), :meth:`give` returns it.
+    Every rank makes the same takes and gives in the same order, so the ranks' pools pair up."""
 
-    def __init__(self, size: int, rank: int, uid: bytes) -> None:
-        lib = library()
-        unique = UniqueId()
-        ctypes.memmove(ctypes.addressof(unique), uid, ctypes.sizeof(UniqueId))
-        self.comm = ctypes.c_void_p()
-        check(lib.ncclCommInitRankConfig(ctypes.byref(self.comm), size, unique, rank,
-                                         ctypes.byref(Config.with_policy(POLICIES["zero_cta"]))),
-              "ncclCommInitRankConfig (zero-CTA policy)")
-        self.size, self.rank = size, rank
-        self._free: list[Window] = []
+    def __init__(self) -> None:
+        self._free: list = []
 
-    def take(self, nbytes: int) -> Window:
+    def _allocate(self, nbytes: int):
+        raise NotImplementedError
+
+    def take(self, nbytes: int):
         """The smallest free window of at least ``nbytes``; a new one where none is free."""
         window = self._fitting(nbytes)
         if window is None:
@@ -149,13 +144,29 @@ class CopyEngine:
         if self._fitting(nbytes) is None:
             self._free.append(self._allocate(nbytes))
 
-    def _fitting(self, nbytes: int) -> Window | None:
+    def _fitting(self, nbytes: int):
         fits = [w for w in self._free if w.nbytes >= nbytes]
         return min(fits, key=lambda w: w.nbytes) if fits else None
 
-    def give(self, window: Window) -> None:
+    def give(self, window) -> None:
         if window not in self._free:  # given back twice (a wait repeated on an error path): still once
             self._free.append(window)
+
+
+class CopyEngine(WindowPool):
+    """One rank's zero-CTA communicator over ``size`` ranks (``uid`` from :func:`unique_id`) and its
+    pool of send and receive windows."""
+
+    def __init__(self, size: int, rank: int, uid: bytes) -> None:
+        super().__init__()
+        lib = library()
+        unique = UniqueId()
+        ctypes.memmove(ctypes.addressof(unique), uid, ctypes.sizeof(UniqueId))
+        self.comm = ctypes.c_void_p()
+        check(lib.ncclCommInitRankConfig(ctypes.byref(self.comm), size, unique, rank,
+                                         ctypes.byref(Config.with_policy(POLICIES["zero_cta"]))),
+              "ncclCommInitRankConfig (zero-CTA policy)")
+        self.size, self.rank = size, rank
 
     def _allocate(self, nbytes: int) -> Window:
         import cupy

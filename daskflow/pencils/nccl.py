@@ -12,9 +12,10 @@ for it (:meth:`NcclLink.payload_wait`) only where it uses the received pieces.
 Headers travel in fixed slots of :data:`HEADER_SLOT` bytes (length
 first); a longer one sends its tail in a second round.
 
-A collective exchange (a transpose among all the ranks) may instead move as one all-to-all on the
-copy engines (:mod:`daskflow.pencils.copy_engine`, dask config ``daskflow.nccl-copy-engine``): its
-pieces are packed into a window's slots, the received ones are views of the other window.
+A collective exchange (a transpose among all the ranks) may instead move on the copy engines (dask
+config ``daskflow.copy-engine``): as one NCCL all-to-all (:mod:`daskflow.pencils.copy_engine`), its
+pieces packed into a window's slots, or as one-sided copies into the peers' receive windows
+(:mod:`daskflow.pencils.ipc`); either way the received pieces are views of a receive window.
 
 NVLink multicast (NVLS) is left as the host sets it (``NCCL_NVLS_ENABLE``); nothing here uses it.
 """
@@ -26,11 +27,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from daskflow.pencils import copy_engine, wire
+from daskflow.pencils import copy_engine, ipc, wire
 from daskflow.pencils.link import PeerAborted
 
 HEADER_SLOT = 4096  # bytes per peer per header round; 8 of them hold the header's length
 _LENGTH = 8
+ENGINES = {"nccl": copy_engine, "ipc": ipc}  # daskflow.copy-engine: the module that moves a collective site
 
 
 def available() -> bool:
@@ -96,7 +98,8 @@ class NcclLink:
         self._dev_out = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
         self._dev_in = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
         self._done = cupy.cuda.Event(block=False, disable_timing=True)
-        self._engine: copy_engine.CopyEngine | None = None  # made at the first collective site agreed on
+        self._engine: copy_engine.CopyEngine | ipc.IpcEngine | None = None  # made at the first collective site
+        self._timeout = 600.0  # seconds: the header waits of the copy-engine transport's own set-up
 
     # --------------------------------------------------------------------------- headers
 
@@ -186,61 +189,77 @@ class NcclLink:
     def collective_slot(self, sizes: Sequence[Sequence[int]], abort: Callable[[], bool], timeout: float) -> int:
         """The bytes per peer of the all-to-all that moves a collective site: the largest packing
         (:func:`copy_engine.packed`) of any rank's arrays to or from one peer (``sizes``: per peer,
-        its arrays' bytes; empty: this rank cannot join), or 0 where any rank cannot or has the
-        copy engines off. Every rank calls it at once, the first time it describes the site; the
-        first agreement also builds the copy-engine communicator (its id made on rank 0), and each
-        makes sure a window of the site's size is free, while every rank is known to be there."""
+        its arrays' bytes; empty: this rank cannot join), or 0 where any rank cannot or has no copy
+        engine set (``daskflow.copy-engine``). Every rank calls it at once, the first time it
+        describes the site; the first agreement also builds the copy-engine transport (NCCL's
+        all-to-all: a communicator whose id rank 0 makes; ``ipc``: the ranks' exported windows), and
+        each makes sure a window of the site's size is free, while every rank is known to be there."""
         from daskflow import settings
 
-        usable = bool(sizes) and settings.get("nccl-copy-engine") and copy_engine.available()
+        engine = settings.get("copy-engine")
+        usable = bool(sizes) and engine != "none" and ENGINES[engine].available()
         local = max(copy_engine.packed(s)[1] for s in sizes) if usable else 0
         agreed = self._on_header(np.array([local, 0 if usable else 1], np.int64), "max", abort, timeout)
         if agreed[1]:
             return 0
         if self._engine is None:
-            uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
-            uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
-            self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
+            self._timeout = timeout
+            if engine == "ipc":
+                self._engine = ipc.IpcEngine(self.size, self.rank, self._allgather)
+            else:
+                uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
+                uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
+                self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
         self._engine.reserve(self.size * int(agreed[0]))
         return int(agreed[0])
 
+    def _allgather(self, data: bytes) -> list[bytes]:
+        """Every rank's ``data`` (the same length on each), by rank, through the header communicator."""
+        rows = np.zeros((self.size, len(data)), np.uint8)
+        rows[self.rank] = np.frombuffer(data, np.uint8)
+        summed = self._on_header(rows.reshape(-1), "sum", lambda: False, self._timeout)
+        return [row.tobytes() for row in summed.reshape(self.size, len(data))]
+
     def _on_header(self, values: np.ndarray, op: str, abort: Callable[[], bool], timeout: float) -> np.ndarray:
-        """``values`` reduced by maximum over every rank (``op = "max"``) or rank 0's (``"bcast"``),
+        """``values`` reduced over every rank by maximum (``op = "max"``) or sum (``"sum"``), or rank 0's (``"bcast"``),
         through the header communicator on the side stream."""
         nccl, cupy = self._nccl, self._cupy
         kind = {np.dtype(np.int64): nccl.NCCL_INT64, np.dtype(np.uint8): nccl.NCCL_UINT8}[values.dtype]
         with self.side:
             buf = cupy.asarray(values)
-            if op == "max":
-                self.header.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, nccl.NCCL_MAX, self.side.ptr)
+            if op in ("max", "sum"):
+                reduction = nccl.NCCL_MAX if op == "max" else nccl.NCCL_SUM
+                self.header.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, reduction, self.side.ptr)
             else:
                 self.header.bcast(buf.data.ptr, buf.size, kind, 0, self.side.ptr)
         self._wait(abort, timeout)
         return buf.get(stream=self.side)
 
     def collective_post(self, sends: dict[int, list], layouts: dict[int, list], slot: int):
-        """One all-to-all of ``slot`` bytes per peer (every rank at once, the same ``slot``): the
-        arrays of ``sends[peer]`` packed into ``peer``'s slot of a window's send buffer on the
-        compute stream, moved on the transfer stream after what the compute stream has queued
-        (the copy engines' all-to-all refuses CUDA's legacy default stream, which a compute stream
-        may be; a caller that does not overlap it waits for it at once). Returns ``(received,
-        token)``: per peer, views of its slot of the receive buffer shaped by ``layouts[peer]``
+        """One all-to-all of ``slot`` bytes per peer (every rank at once, the same ``slot``), moved
+        after what the compute stream has queued, on the copy engines: NCCL's all-to-all of a send
+        window into which the arrays of ``sends[peer]`` are packed first (it refuses CUDA's legacy
+        default stream, which a compute stream may be, so it runs on the transfer stream), or
+        (``ipc``) copies of the arrays straight into the peers' receive windows. Returns ``(received,
+        token)``: per peer, views of its slot of the receive window shaped by ``layouts[peer]``
         (``(shape, dtype, order)``), and what :meth:`collective_wait` takes."""
         cupy = self._cupy
         window = self._engine.take(self.size * slot)
         stream = cupy.cuda.get_current_stream()
+        offsets = {peer: copy_engine.packed([leaf.nbytes for leaf in leaves])[0] for peer, leaves in sends.items()}
+        received = {}
+        for peer, entries in layouts.items():
+            starts, _ = copy_engine.packed([wire.layout_nbytes(layout) for layout in entries])
+            base = window.recv.data + peer * slot
+            received[peer] = [cupy.ndarray(shape, dtype=np.dtype(dtype), memptr=base + start, order=order)
+                              for (shape, dtype, order), start in zip(entries, starts, strict=True)]
+        if isinstance(self._engine, ipc.IpcEngine):
+            return received, self._engine.post(window, sends, offsets, slot, stream)
         try:
             for peer, leaves in sends.items():
-                offsets, _ = copy_engine.packed([leaf.nbytes for leaf in leaves])
-                for leaf, offset in zip(leaves, offsets, strict=True):
+                for leaf, offset in zip(leaves, offsets[peer], strict=True):
                     cupy.cuda.runtime.memcpyAsync(window.send.data.ptr + peer * slot + offset, leaf.data.ptr,
                                                   leaf.nbytes, cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
-            received = {}
-            for peer, entries in layouts.items():
-                offsets, _ = copy_engine.packed([wire.layout_nbytes(layout) for layout in entries])
-                base = window.recv.data + peer * slot
-                received[peer] = [cupy.ndarray(shape, dtype=np.dtype(dtype), memptr=base + offset, order=order)
-                                  for (shape, dtype, order), offset in zip(entries, offsets, strict=True)]
             queued = cupy.cuda.Event(block=False, disable_timing=True)
             queued.record(stream)
             self.transfer.wait_event(queued)
@@ -256,6 +275,9 @@ class NcclLink:
         """The compute stream waits for a :meth:`collective_post`'s transfer; its window goes back to
         the pool (a later all-to-all reuses it after what the compute stream queues before it, so
         the received views must be consumed first: they are, before the caller's next exchange)."""
+        if isinstance(token, ipc.IpcToken):
+            self._engine.wait(token, self._cupy.cuda.get_current_stream())
+            return
         moved, window = token
         self.payload_wait(moved)
         self._engine.give(window)

@@ -13,8 +13,9 @@ Backends (``cluster.comm``):
   tiny header round (layouts and host values, on a side stream; skipped where an earlier round gave
   the layouts) and one grouped send/recv of all device pieces on the compute stream, with no host
   synchronisation (:meth:`PackedTransport.post`: on a stream of its own, waited for later). With
-  ``daskflow.nccl-copy-engine`` a transpose among all the workers moves instead as one all-to-all
-  on the GPUs' copy engines (:mod:`daskflow.pencils.copy_engine`), off the multiprocessors.
+  ``daskflow.copy-engine`` a transpose among all the workers moves instead on the GPUs' copy
+  engines, off the multiprocessors: one NCCL all-to-all (:mod:`daskflow.pencils.copy_engine`) or
+  one-sided copies into the peers' memory (:mod:`daskflow.pencils.ipc`).
 * ``ucx``: the same two rounds as tag-matched UCXX messages between the workers' UCX endpoints
   (:mod:`daskflow.pencils.ucx`), outside Dask's comms and event loop: CPU or GPU pieces, any network
   UCX drives (across nodes where NCCL is not available).

@@ -14,7 +14,7 @@ def info(args) -> int:
     from daskflow.backend import compiled_loops, cupy_or_none, device_name
     from daskflow.cluster import protocol_for
     from daskflow.config import DEFAULTS
-    from daskflow.pencils import copy_engine, nccl, ucx
+    from daskflow.pencils import copy_engine, ipc, nccl, ucx
     from daskflow.run_config import ClusterConfig
     from daskflow.version import __version__
 
@@ -35,9 +35,9 @@ def info(args) -> int:
                       "gpus": gpus, "gpu": device_name(cp) if cp else None,
                       "ucx": importlib.util.find_spec("distributed_ucxx") is not None,
                       "nccl": versions["nccl"] is not None,
-                      # transposes over NCCL's copy engines: whether this NCCL has them, whether the key asks
-                      "nccl_copy_engine": {"available": copy_engine.available(),
-                                           "on": settings.get("nccl-copy-engine")},
+                      # transposes on the copy engines: which transports this host has, which the key asks for
+                      "copy_engine": {"nccl_available": copy_engine.available(), "ipc_available": ipc.available(),
+                                      "setting": settings.get("copy-engine")},
                       "compiled_cpu_loops": compiled_loops(),
                       # steps replayed from CUDA graphs: one pencil up to this many points; pencils over NCCL
                       "cuda_graphs": {"one_pencil_points": int(settings.get("cuda-graph-points")),

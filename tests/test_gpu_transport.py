@@ -100,7 +100,8 @@ def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
     """With ``daskflow.copy-engine`` the pressure solve's transposes at (gpus, 1) move on the copy
     engines, whole and in three z slabs: as NCCL all-to-alls, or as one-sided copies into the
     peers' receive windows, which captured steps replay (the steps of a fixed size here, their
-    transposes in the same slabs): the same bits as the mailbox."""
+    transposes in the same slabs), within each pair of pencils at (2, 2) too: the same bits as
+    the mailbox."""
     _needs(gpus)
     import dask
     from distributed import Client
@@ -109,23 +110,26 @@ def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
 
     if not {"nccl": copy_engine, "ipc": ipc}[engine].available():
         pytest.skip(f"needs the {engine} copy-engine transport (NCCL 2.28 or later; CUDA IPC)")
+    layouts = [(gpus, 1), *([(2, 2)] if gpus == 4 and engine == "ipc" else [])]
     with dask.config.set({"daskflow.copy-engine": engine}), _cluster(gpus) as cluster, Client(cluster) as client:
         client.run(_set_pipelined_points, 1)  # these small pencils' captured steps pipeline too
-        runs = {}
-        for comm, slabs in (("mailbox", 1), ("nccl", 1), ("nccl", 3)):
-            client.run(_set_config, {"daskflow.transpose-slabs": slabs, "daskflow.step-transpose-slabs": slabs})
-            before = sum(client.run(_count_replays).values())
-            cfg = _channel((gpus, 1), comm)
-            cfg["time"] = {**cfg["time"], "dt": 1e-3}
-            sim = Simulation(cfg, client=client)
-            sim.run(steps=6)
-            runs[comm, slabs] = (_fields(sim), sim.diagnostics(), sum(client.run(_count_replays).values()) - before)
-        assert set(client.run(_copy_engine_used).values()) == {engine}
-        for key in (("nccl", 1), ("nccl", 3)):
-            for name in "uvwp":
-                np.testing.assert_array_equal(runs[key][0][name], runs["mailbox", 1][0][name])
-            assert runs[key][1] == runs["mailbox", 1][1]
-            assert (runs[key][2] > 0) == (engine == "ipc")  # NCCL's all-to-all is never captured
+        for pencils in layouts:
+            runs = {}
+            for comm, slabs in (("mailbox", 1), ("nccl", 1), ("nccl", 3)):
+                client.run(_set_config, {"daskflow.transpose-slabs": slabs, "daskflow.step-transpose-slabs": slabs})
+                before = sum(client.run(_count_replays).values())
+                cfg = _channel(pencils, comm)
+                cfg["time"] = {**cfg["time"], "dt": 1e-3}
+                sim = Simulation(cfg, client=client)
+                sim.run(steps=6)
+                runs[comm, slabs] = (_fields(sim), sim.diagnostics(),
+                                     sum(client.run(_count_replays).values()) - before)
+            assert set(client.run(_copy_engine_used).values()) == {engine}
+            for key in (("nccl", 1), ("nccl", 3)):
+                for name in "uvwp":
+                    np.testing.assert_array_equal(runs[key][0][name], runs["mailbox", 1][0][name])
+                assert runs[key][1] == runs["mailbox", 1][1]
+                assert (runs[key][2] > 0) == (engine == "ipc")  # NCCL's all-to-all is never captured
 
 
 def test_auto_times_nccl_and_the_mailbox_on_gpu_workers(cuda_client, tmp_path, monkeypatch):

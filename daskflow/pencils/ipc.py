@@ -1,7 +1,7 @@
 """One-sided copies between GPU workers of one host: each piece is written by the sender's copy
 engine straight into the receiver's memory.
 
-A collective exchange (a transpose among all the ranks) moves through receive windows: device
+A collective exchange (a transpose among the ranks of each group) moves through receive windows: device
 buffers that every rank allocates once, exports with CUDA IPC, and opens from every peer. Rank ``s``
 writes its pieces for rank ``r`` with ``cudaMemcpyAsync`` into slot ``s`` of ``r``'s window, on a
 stream of its own per peer: the copy engines move them, so the multiprocessors stay with the
@@ -94,10 +94,12 @@ class IpcWindow:
 
 @dataclass
 class IpcToken:
-    """A posted exchange: its window, the events after each peer's copies, and the pieces being
-    read (kept alive until the compute stream has waited for the copies)."""
+    """A posted exchange: its window, the peers whose pieces it receives, the events after each
+    peer's copies, and the pieces being read (kept alive until the compute stream has waited for
+    the copies)."""
 
     window: IpcWindow
+    senders: list
     sent: list
     pieces: list = field(repr=False)
 
@@ -133,37 +135,42 @@ class IpcEngine(WindowPool):
         recv = cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
         return IpcWindow(recv, nbytes, base, peer_base, self.size)
 
-    def post(self, window: IpcWindow, sends: dict[int, list], offsets: dict[int, list], slot: int,
-             compute) -> IpcToken:
+    def post(self, window: IpcWindow, sends: dict[int, list], offsets: dict[int, list], senders: list[int],
+             slot: int, compute) -> IpcToken:
         """Every piece of ``sends[peer]`` copied to ``offsets[peer]`` in this rank's slot (``slot``
         bytes) of ``peer``'s window, on this rank's stream for ``peer``, after what ``compute``
-        queued. Each peer is told first that this rank's window is free for it."""
+        queued; each of ``senders`` (the peers whose pieces this rank receives) is told first that
+        this rank's window is free for it."""
         import cupy
 
         queued = cupy.cuda.Event(block=False, disable_timing=True)
         queued.record(compute)
         sent = []
-        for peer, stream in self._streams.items():
+        for peer in sorted(set(sends) | set(senders)):
+            stream = self._streams[peer]
             stream.wait_event(queued)
-            write_value(stream, window.flag(window.peer_base[peer], "ready", self.rank), 1)
+            if peer in senders:
+                write_value(stream, window.flag(window.peer_base[peer], "ready", self.rank), 1)
+            if peer not in sends:
+                continue
             mine = window.flag(window.base, "ready", peer)
             wait_value(stream, mine, 1)
             write_value(stream, mine, 0)
             target = window.peer_base[peer] + self.rank * slot
-            for leaf, offset in zip(sends.get(peer, ()), offsets.get(peer, ()), strict=True):
+            for leaf, offset in zip(sends[peer], offsets[peer], strict=True):
                 cupy.cuda.runtime.memcpyAsync(target + offset, leaf.data.ptr, leaf.nbytes,
                                               cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
             write_value(stream, window.flag(window.peer_base[peer], "arrived", self.rank), 1)
             done = cupy.cuda.Event(block=False, disable_timing=True)
             done.record(stream)
             sent.append(done)
-        return IpcToken(window, sent, [leaf for leaves in sends.values() for leaf in leaves])
+        return IpcToken(window, senders, sent, [leaf for leaves in sends.values() for leaf in leaves])
 
     def wait(self, token: IpcToken, compute) -> None:
-        """``compute`` waits (on the device) for every peer's pieces and for this rank's copies; the
+        """``compute`` waits (on the device) for the senders' pieces and for this rank's copies; the
         window goes back to the pool (its pieces must be consumed before this rank's next exchange)."""
         window = token.window
-        for peer in self._streams:
+        for peer in token.senders:
             arrived = window.flag(window.base, "arrived", peer)
             wait_value(compute, arrived, 1)
             write_value(compute, arrived, 0)

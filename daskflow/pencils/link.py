@@ -50,9 +50,10 @@ class Link(Protocol):
 
     # A link that can move a payload while the computation goes on also has ``overlaps = True`` and
     # ``payload_post(sends, recvs) -> token`` / ``payload_wait(token)`` (:class:`~daskflow.pencils.nccl.NcclLink`).
-    # A link that can move a collective exchange as one all-to-all through buffers of its own also has
-    # ``collective_slot(sizes, abort, timeout) -> slot``, ``collective_post(sends, layouts, slot) ->
-    # (received, token)`` and ``collective_wait(token)`` (NCCL's copy engines).
+    # A link that can move a collective exchange through buffers of its own also has
+    # ``collective_slot(sizes, everyone, abort, timeout) -> slot``, ``collective_post(sends, layouts,
+    # slot) -> (received, token)`` and ``collective_wait(token)`` (the copy engines: NCCL's
+    # all-to-all, or one-sided IPC copies).
 
     def empty(self, shape: tuple, dtype: str, order: str) -> Any:
         """A receive buffer."""

@@ -186,18 +186,21 @@ class NcclLink:
 
     # --------------------------------------------------------------------------- all-to-all on the copy engines
 
-    def collective_slot(self, sizes: Sequence[Sequence[int]], abort: Callable[[], bool], timeout: float) -> int:
-        """The bytes per peer of the all-to-all that moves a collective site: the largest packing
+    def collective_slot(self, sizes: Sequence[Sequence[int]], everyone: bool, abort: Callable[[], bool],
+                        timeout: float) -> int:
+        """The bytes per peer of the windows that move a collective site: the largest packing
         (:func:`copy_engine.packed`) of any rank's arrays to or from one peer (``sizes``: per peer,
-        its arrays' bytes; empty: this rank cannot join), or 0 where any rank cannot or has no copy
-        engine set (``daskflow.copy-engine``). Every rank calls it at once, the first time it
+        its arrays' bytes), or 0 where any rank cannot or has no copy engine set
+        (``daskflow.copy-engine``; NCCL's all-to-all needs ``everyone``, this rank exchanging with
+        every other; one-sided copies move within groups too). Every rank calls it at once, the first time it
         describes the site; the first agreement also builds the copy-engine transport (NCCL's
         all-to-all: a communicator whose id rank 0 makes; ``ipc``: the ranks' exported windows), and
         each makes sure a window of the site's size is free, while every rank is known to be there."""
         from daskflow import settings
 
         engine = settings.get("copy-engine")
-        usable = bool(sizes) and engine != "none" and ENGINES[engine].available()
+        usable = (bool(sizes) and engine != "none" and (everyone or engine == "ipc")
+                  and ENGINES[engine].available())
         local = max(copy_engine.packed(s)[1] for s in sizes) if usable else 0
         agreed = self._on_header(np.array([local, 0 if usable else 1], np.int64), "max", abort, timeout)
         if agreed[1]:
@@ -254,7 +257,7 @@ class NcclLink:
             received[peer] = [cupy.ndarray(shape, dtype=np.dtype(dtype), memptr=base + start, order=order)
                               for (shape, dtype, order), start in zip(entries, starts, strict=True)]
         if isinstance(self._engine, ipc.IpcEngine):
-            return received, self._engine.post(window, sends, offsets, slot, stream)
+            return received, self._engine.post(window, sends, offsets, sorted(layouts), slot, stream)
         try:
             for peer, leaves in sends.items():
                 for leaf, offset in zip(leaves, offsets[peer], strict=True):

@@ -125,16 +125,16 @@ class PackedTransport:
         return Posted(out)
 
     def _collective_slot(self, flat: dict, layouts: dict, abort: Callable[[], bool]) -> int:
-        """The bytes per peer of the all-to-all that carries a collective site from now on, agreed
-        by every rank the first time it describes the site (:meth:`Link.collective_slot`); 0 (point
-        to point) unless every rank exchanges with every other here and the link's all-to-all is
-        usable on all of them."""
-        sizes = []
-        if len(set(flat) | set(layouts)) == len(self.ranks) - 1:
-            sizes = [[leaf.nbytes for _, device, _ in pieces for leaf in device] for pieces in flat.values()]
-            sizes += [[wire.layout_nbytes(layout) for spec, _ in entries for layout in wire.device_layouts(spec)]
-                      for entries in layouts.values()]
-        return self.link.collective_slot(sizes, abort, self.timeout)
+        """The bytes per peer of the link's buffers that carry a collective site from now on, agreed
+        by every rank the first time it describes the site (:meth:`Link.collective_slot`; the ranks
+        of a site's groups all describe it at once); 0 (point to point) where the link's transport
+        is unusable on any of them. Whether every rank exchanges with every other here goes with
+        the sizes: an all-to-all needs them all, one-sided copies do not."""
+        sizes = [[leaf.nbytes for _, device, _ in pieces for leaf in device] for pieces in flat.values()]
+        sizes += [[wire.layout_nbytes(layout) for spec, _ in entries for layout in wire.device_layouts(spec)]
+                  for entries in layouts.values()]
+        everyone = len(set(flat) | set(layouts)) == len(self.ranks) - 1
+        return self.link.collective_slot(sizes, everyone, abort, self.timeout)
 
     def _post_collective(self, out: dict, flat: dict, from_peer: dict, layouts: dict, slot: int) -> Posted:
         """The payload of a collective site as one all-to-all of ``slot`` bytes per peer: the received

@@ -937,3 +937,49 @@ def test_a_finished_turn_does_not_forget_the_one_submitted_after_it():
         assert transport.wait_turn(client, ["a"]) == {"a": second}
     finally:
         transport._LAST_FUSED.pop(client.id)
+
+
+class CountedPool(copy_engine.WindowPool):
+    """A window pool whose windows are numbered in the order they are made (no device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[int] = []
+
+    def _allocate(self, nbytes: int) -> copy_engine.Window:
+        self.made.append(nbytes)
+        return copy_engine.Window(len(self.made) - 1, None, nbytes)
+
+
+def test_window_pools_that_make_the_same_takes_and_gives_pair_their_windows():
+    """One-sided copies write into the peer's window that pairs with the sender's own: every rank's
+    pool, given the same sequence of takes and gives, hands out the same windows."""
+    sequence = [("take", 4096), ("take", 8192), ("give", 0), ("take", 4096), ("give", 1), ("give", 2),
+                ("take", 8192), ("take", 4096), ("take", 12288)]
+    handed = []
+    for _ in range(2):
+        pool, held, out = CountedPool(), [], []
+        for op, value in sequence:
+            if op == "take":
+                held.append(pool.take(value))
+                out.append((held[-1].send, held[-1].nbytes))
+            else:
+                pool.give(held[value])
+        handed.append(out)
+    assert handed[0] == handed[1]
+    # a window goes to the smallest free one that fits: the 4096 given back serves the next 4096
+    assert [window for window, _ in handed[0]] == [0, 1, 0, 1, 0, 2]
+    assert all(nbytes >= value for (_, nbytes), (_, value) in zip(handed[0], [s for s in sequence if s[0] == "take"],
+                                                                   strict=True))
+
+
+def test_ipc_window_flags_lie_past_the_data_one_word_per_peer_and_kind():
+    from daskflow.pencils import ipc
+
+    window = ipc.IpcWindow(recv=None, nbytes=3 * 8192, base=1 << 20, peer_base={1: 2 << 20, 2: 3 << 20}, size=3)
+    for base in (window.base, *window.peer_base.values()):
+        words = [window.flag(base, kind, rank) for kind in ("arrived", "ready") for rank in range(3)]
+        assert len(set(words)) == 6 and all(word % ipc.FLAG_BYTES == 0 for word in words)
+        assert min(words) == base + window.nbytes  # after the ranks' slots, inside the same allocation
+        assert max(words) + ipc.FLAG_BYTES <= base + copy_engine.align(window.nbytes + 6 * ipc.FLAG_BYTES,
+                                                                        copy_engine.SLOT_ALIGN)

@@ -9,7 +9,8 @@ into the peer's memory; this benchmark times, with CUDA events on GPU 0 (median 
   stream: bandwidth-bound, as the solve's transforms are;
 * ``copy_ms``: a peer copy of ``MiB`` to GPU 1 on a stream of its own;
 * ``together_ms``: both at once on their two streams;
-* ``hidden_fraction``: ``(transforms + copy - together) / copy``, 1 when the copy is free.
+* ``hidden_fraction``: ``(transforms + copy - together) / min(transforms, copy)``, the share of the
+  shorter of the two that the overlap hid: 1 when the longer alone sets the time.
 
 Prints one JSON document with the device name.
 
@@ -78,7 +79,8 @@ def measure(mib: int, shape: tuple[int, int, int], repeat: int) -> dict:
     out = {"mib": mib, "transforms_ms": _median_ms(cupy, transforms, repeat),
            "copy_ms": _median_ms(cupy, copy, repeat),
            "together_ms": _median_ms(cupy, lambda: copy(then=transforms), repeat)}
-    out["hidden_fraction"] = (out["transforms_ms"] + out["copy_ms"] - out["together_ms"]) / out["copy_ms"]
+    hidden = out["transforms_ms"] + out["copy_ms"] - out["together_ms"]
+    out["hidden_fraction"] = hidden / min(out["transforms_ms"], out["copy_ms"])
     return out
 
 

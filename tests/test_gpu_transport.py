@@ -97,11 +97,11 @@ def _copy_engine_used(dask_worker=None) -> str | None:
 @pytest.mark.parametrize("engine", ["nccl", "ipc"])
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
-    """With ``daskflow.copy-engine`` the pressure solve's transposes at (gpus, 1) move on the copy
-    engines, whole and in three z slabs: as NCCL all-to-alls, or as one-sided copies into the
-    peers' receive windows, which captured steps replay (the steps of a fixed size here, their
-    transposes in the same slabs), within each pair of pencils at (2, 2) too: the same bits as
-    the mailbox."""
+    """With ``daskflow.copy-engine`` the pressure solve's transposes move on the copy engines: at
+    (gpus, 1), whole and in three z slabs, as NCCL all-to-alls; in slabs within pairs of pencils,
+    as one-sided copies into the peer's receive windows, which captured steps replay (the steps
+    of a fixed size here, their transposes in the same slabs), at (2, 1) and (2, 2) (at (4, 1)
+    they stay point to point). The same bits as the mailbox."""
     _needs(gpus)
     import dask
     from distributed import Client
@@ -110,7 +110,7 @@ def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
 
     if not {"nccl": copy_engine, "ipc": ipc}[engine].available():
         pytest.skip(f"needs the {engine} copy-engine transport (NCCL 2.28 or later; CUDA IPC)")
-    layouts = [(gpus, 1), *([(2, 2)] if gpus == 4 and engine == "ipc" else [])]
+    layouts = [(gpus, 1), *([(2, 2)] if gpus == 4 and engine == "ipc" else [])]  # (2, 2) after (4, 1)
     with dask.config.set({"daskflow.copy-engine": engine}), _cluster(gpus) as cluster, Client(cluster) as client:
         client.run(_set_pipelined_points, 1)  # these small pencils' captured steps pipeline too
         for pencils in layouts:
@@ -124,7 +124,8 @@ def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
                 sim.run(steps=6)
                 runs[comm, slabs] = (_fields(sim), sim.diagnostics(),
                                      sum(client.run(_count_replays).values()) - before)
-            assert set(client.run(_copy_engine_used).values()) == {engine}
+            used = engine if engine == "nccl" or pencils[0] == 2 else None
+            assert set(client.run(_copy_engine_used).values()) == {used}
             for key in (("nccl", 1), ("nccl", 3)):
                 for name in "uvwp":
                     np.testing.assert_array_equal(runs[key][0][name], runs["mailbox", 1][0][name])
@@ -256,14 +257,19 @@ def _one_gpu_run(cfg: dict, steps: int) -> dict:
     return {name: getattr(sim.state, name).get() for name in "uvwp"}
 
 
-def test_a_killed_worker_with_nccl_recovers_from_the_checkpoint(tmp_path):
-    """The worker of the last pencil dies after step 6; the communicator of the survivors is aborted,
-    a new one is built over the replacement, and the run finishes with the fields of a run that
-    lost nothing."""
+IPC_SLABS = {"daskflow.copy-engine": "ipc", "daskflow.transpose-slabs": 3}
+
+
+@pytest.mark.parametrize("pencils, settings", [((1, 2), {}), ((2, 1), IPC_SLABS)], ids=["nccl", "ipc"])
+def test_a_killed_worker_with_nccl_recovers_from_the_checkpoint(tmp_path, pencils, settings):
+    """The worker of the last pencil dies after step 6; the communicator of the survivors is aborted
+    (with ``ipc``, its flags released), a new one is built over the replacement, and the run
+    finishes with the fields of a run that lost nothing."""
     _needs(2)
+    import dask
     from distributed import Client
 
-    cfg = _channel((1, 2), "nccl")
+    cfg = _channel(pencils, "nccl")
     reference = Simulation({**copy.deepcopy(cfg), "cluster": {"comm": "auto"}, "solver": {"device": "cpu"}})
     reference.run(steps=12)
     marker = tmp_path / "kills"
@@ -272,7 +278,7 @@ def test_a_killed_worker_with_nccl_recovers_from_the_checkpoint(tmp_path):
                      "checkpoint_every": 4}
     os.environ["DASKFLOW_TEST_KILL_WORKER"] = f"6:{marker}:1"
     try:
-        with _cluster(2) as cluster, Client(cluster) as client:
+        with dask.config.set(settings), _cluster(2) as cluster, Client(cluster) as client:
             sim = Simulation(cfg, client=client).run(steps=12)
             assert len(list(marker.iterdir())) == 1  # the kill happened
             assert sim.step == 12 and sim.comm == "nccl"

@@ -104,6 +104,10 @@ class IpcToken:
     pieces: list = field(repr=False)
 
 
+class Unavailable(RuntimeError):
+    """A window could not be made or opened on some rank (raised on every rank alike)."""
+
+
 class IpcEngine(WindowPool):
     """One rank's receive windows over ``size`` ranks of one host. ``allgather(data: bytes) ->
     list[bytes]`` gives every rank's ``data`` by rank (collective: the header communicator);
@@ -115,25 +119,47 @@ class IpcEngine(WindowPool):
         super().__init__()
         self.size, self.rank, self._allgather = size, rank, allgather
         self._streams = {peer: cupy.cuda.Stream(non_blocking=True) for peer in range(size) if peer != rank}
-        self._opened: list[int] = []
+        self._windows: list[IpcWindow] = []
 
     def _allocate(self, nbytes: int) -> IpcWindow:
+        """A window made on every rank at once: its allocation exported and every peer's opened.
+        Where any rank fails (no memory, no peer access between the GPUs), every rank raises
+        :class:`Unavailable` and keeps nothing of it."""
         import cupy
 
         runtime = cupy.cuda.runtime
         total = align(nbytes + 2 * self.size * FLAG_BYTES, SLOT_ALIGN)
-        base = runtime.malloc(total)  # its own allocation: an IPC handle exports whole allocations
-        runtime.memset(base, 0, total)
-        runtime.deviceSynchronize()  # the cleared flags are in place before any peer can see them
-        handles = self._allgather(runtime.ipcGetMemHandle(base))
-        peer_base = {}
-        for peer, handle in enumerate(handles):
-            if peer != self.rank:
-                peer_base[peer] = runtime.ipcOpenMemHandle(handle, runtime.cudaIpcMemLazyEnablePeerAccess)
-                self._opened.append(peer_base[peer])
+        base, handle = 0, bytes(HANDLE_BYTES)
+        try:
+            base = runtime.malloc(total)  # its own allocation: an IPC handle exports whole allocations
+            runtime.memset(base, 0, total)
+            runtime.deviceSynchronize()  # the cleared flags are in place before any peer can see them
+            handle = runtime.ipcGetMemHandle(base)
+        except runtime.CUDARuntimeError:
+            pass  # the zero handle tells the peers
+        handles = self._allgather(handle)
+        peer_base: dict[int, int] = {}
+        failed = any(h == bytes(HANDLE_BYTES) for h in handles)
+        if not failed:
+            try:
+                for peer, other in enumerate(handles):
+                    if peer != self.rank:
+                        peer_base[peer] = runtime.ipcOpenMemHandle(other, runtime.cudaIpcMemLazyEnablePeerAccess)
+            except runtime.CUDARuntimeError:
+                failed = True
+            failed = any(self._allgather(bytes([failed])))  # the same answer on every rank
+        if failed:
+            for opened in peer_base.values():
+                runtime.ipcCloseMemHandle(opened)
+            if base:
+                runtime.free(base)
+            raise Unavailable("daskflow copy-engine ipc: a receive window could not be allocated, exported or "
+                              "opened on every worker (GPU memory, or no peer access between the GPUs)")
         memory = cupy.cuda.UnownedMemory(base, total, owner=self)
         recv = cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
-        return IpcWindow(recv, nbytes, base, peer_base, self.size)
+        window = IpcWindow(recv, nbytes, base, peer_base, self.size)
+        self._windows.append(window)
+        return window
 
     def post(self, window: IpcWindow, sends: dict[int, list], offsets: dict[int, list], senders: list[int],
              slot: int, compute) -> IpcToken:
@@ -179,6 +205,15 @@ class IpcEngine(WindowPool):
         self.give(window)
 
     def abort(self) -> None:
-        """Forget the pool. The windows are not freed or closed: pieces of the failed run may still
-        view them, and a peer's copy may still be landing."""
-        self._free = []
+        """Release whatever waits on this rank's flags (a lost peer never sets them): every flag of
+        every window set to 1 from a stream of its own, so the streams blocked on them run on (over
+        pieces that no longer matter: the run has failed). The windows are not freed or closed:
+        pieces of the failed run may still view them, and a peer's copy may still be landing."""
+        import cupy
+
+        release = cupy.cuda.Stream(non_blocking=True)
+        with release:
+            for window in self._windows:
+                flags = cupy.cuda.MemoryPointer(window.recv.data.mem, window.nbytes)
+                cupy.ndarray((2 * self.size,), dtype=cupy.uint32, memptr=flags).fill(1)
+        self._free = []  # not synchronised: a wedged device must not block the caller (the event loop)

@@ -13,10 +13,9 @@ all-to-all among the P workers) are timed three ways in the same run:
   RPC over UCX, NCCL inside the task, or UCXX's tag-matched messages between the workers' own UCX
   endpoints (skipped, and said so in the output, where UCXX does not import on the workers);
 * ``fused-nccl-ipc`` / ``fused-nccl-ce``: the NCCL transport with its transposes on the copy
-  engines (``daskflow.copy-engine``): in three slabs (``daskflow.transpose-slabs``) as one-sided
-  copies into the peer's receive windows, which move pipelined transposes between pairs of
-  workers only (on more GPUs: NCCL point to point in three slabs), or whole as NCCL's copy-engine
-  all-to-all.
+  engines (``daskflow.copy-engine``): one-sided copies into the peer's receive windows, which move
+  transposes between pairs of workers only (on more GPUs: NCCL point to point), or NCCL's
+  copy-engine all-to-all.
 
 For the Dask designs: the time per transpose in a chain of ``--chain`` dependent transposes
 submitted as one graph, and the wall time of one transpose submitted and awaited from the client.
@@ -135,8 +134,7 @@ def _plan(shape, gpus):
 
 
 DESIGNS = ("stage", "fused-mailbox", "fused-nccl", "fused-nccl-ipc", "fused-nccl-ce", "fused-ucx")
-# daskflow.copy-engine and daskflow.transpose-slabs of a design
-COPY_ENGINE = {"fused-nccl-ipc": ("ipc", 3), "fused-nccl-ce": ("nccl", 1)}
+COPY_ENGINE = {"fused-nccl-ipc": "ipc", "fused-nccl-ce": "nccl"}  # daskflow.copy-engine of a design
 
 
 def usable_designs(client, designs, cpu: bool) -> tuple[list[str], dict]:
@@ -209,7 +207,7 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
     out = {"skipped": skipped} if skipped else {}
     for design in designs:
         # read where a site first runs: in the warm-up, by this design's own communicator
-        client.run(_set_copy_engine, *COPY_ENGINE.get(design, ("none", 1)))
+        client.run(_set_copy_engine, COPY_ENGINE.get(design, "none"))
         run(design, 2)  # warm-up: connections, IPC handles, pools
         single = [run(design, 1) for _ in range(repeat)]
         chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
@@ -235,10 +233,10 @@ def transpose_chain_done(ex, plan, blocks: dict, count: int) -> dict:
     return out
 
 
-def _set_copy_engine(engine: str, slabs: int) -> None:
+def _set_copy_engine(engine: str) -> None:
     import dask
 
-    dask.config.set({"daskflow.copy-engine": engine, "daskflow.transpose-slabs": slabs})
+    dask.config.set({"daskflow.copy-engine": engine})
 
 
 def _cupy_ones(shape):

@@ -97,11 +97,11 @@ def _copy_engine_used(dask_worker=None) -> str | None:
 @pytest.mark.parametrize("engine", ["nccl", "ipc"])
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_copy_engine_transposes_equal_the_mailbox_bit_for_bit(gpus, engine):
-    """With ``daskflow.copy-engine`` the pressure solve's transposes move on the copy engines: at
-    (gpus, 1), whole and in three z slabs, as NCCL all-to-alls; in slabs within pairs of pencils,
-    as one-sided copies into the peer's receive windows, which captured steps replay (the steps
-    of a fixed size here, their transposes in the same slabs), at (2, 1) and (2, 2) (at (4, 1)
-    they stay point to point). The same bits as the mailbox."""
+    """With ``daskflow.copy-engine`` the pressure solve's transposes move on the copy engines, whole
+    and in three z slabs: at (gpus, 1) as NCCL all-to-alls; within pairs of pencils, at (2, 1) and
+    (2, 2), as one-sided copies into the peer's receive windows, which captured steps replay (the
+    steps of a fixed size here, their transposes in the same slabs; at (4, 1) they stay point to
+    point). The same bits as the mailbox."""
     _needs(gpus)
     import dask
     from distributed import Client

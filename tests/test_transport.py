@@ -155,7 +155,7 @@ class CollectiveLoopbackLink(PostingLoopbackLink):
         super().__init__(hub, rank)
         self.size, self.windows = size, HostWindows()
 
-    def collective_slot(self, sizes, peers, pipelined, abort, timeout):
+    def collective_slot(self, sizes, peers, abort, timeout):
         local = max(copy_engine.packed(s)[1] for s in sizes) if sizes and peers == self.size - 1 else 0
         others = [p for p in range(self.size) if p != self.rank]
         received = self.header_round({p: local.to_bytes(8, "little") for p in others}, others, abort, timeout)

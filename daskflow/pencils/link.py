@@ -51,7 +51,7 @@ class Link(Protocol):
     # A link that can move a payload while the computation goes on also has ``overlaps = True`` and
     # ``payload_post(sends, recvs) -> token`` / ``payload_wait(token)`` (:class:`~daskflow.pencils.nccl.NcclLink`).
     # A link that can move a collective exchange through buffers of its own also has
-    # ``collective_slot(sizes, peers, pipelined, abort, timeout) -> slot``, ``collective_post(sends, layouts,
+    # ``collective_slot(sizes, peers, abort, timeout) -> slot``, ``collective_post(sends, layouts,
     # slot) -> (received, token)`` and ``collective_wait(token)`` (the copy engines: NCCL's
     # all-to-all, or one-sided IPC copies).
 

@@ -100,7 +100,7 @@ class PackedTransport:
                 slot = 0
                 if site is not None:  # no host values at a site: the layouts alone size the next rounds
                     if collective and hasattr(self.link, "collective_slot"):
-                        slot = self._collective_slot(flat, layouts, overlap, abort)
+                        slot = self._collective_slot(flat, layouts, abort)
                     self._layouts[site] = (_specs(flat), layouts, slot)
                     while len(self._layouts) > self.KEEP_SITES:
                         self._layouts.popitem(last=False)
@@ -124,16 +124,16 @@ class PackedTransport:
             self.link.payload_round(sends, recvs, abort, self.timeout)
         return Posted(out)
 
-    def _collective_slot(self, flat: dict, layouts: dict, pipelined: bool, abort: Callable[[], bool]) -> int:
+    def _collective_slot(self, flat: dict, layouts: dict, abort: Callable[[], bool]) -> int:
         """The bytes per peer of the link's buffers that carry a collective site from now on, agreed
         by every rank the first time it describes the site (:meth:`Link.collective_slot`; the ranks
         of a site's groups all describe it at once); 0 (point to point) where the link's transport
-        is unusable on any of them. The count of peers and whether the site is a posted slab of a
-        pipelined transpose go with the sizes: the link's transports suit different ones."""
+        is unusable on any of them. The count of peers goes with the sizes: the link's transports
+        suit different ones."""
         sizes = [[leaf.nbytes for _, device, _ in pieces for leaf in device] for pieces in flat.values()]
         sizes += [[wire.layout_nbytes(layout) for spec, _ in entries for layout in wire.device_layouts(spec)]
                   for entries in layouts.values()]
-        return self.link.collective_slot(sizes, len(set(flat) | set(layouts)), pipelined, abort, self.timeout)
+        return self.link.collective_slot(sizes, len(set(flat) | set(layouts)), abort, self.timeout)
 
     def _post_collective(self, out: dict, flat: dict, from_peer: dict, layouts: dict, slot: int) -> Posted:
         """The payload of a collective site as one all-to-all of ``slot`` bytes per peer: the received

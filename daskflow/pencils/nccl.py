@@ -22,7 +22,6 @@ NVLink multicast (NVLS) is left as the host sets it (``NCCL_NVLS_ENABLE``); noth
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -33,7 +32,6 @@ from daskflow.pencils.link import PeerAborted
 
 HEADER_SLOT = 4096  # bytes per peer per header round; 8 of them hold the header's length
 _LENGTH = 8
-logger = logging.getLogger(__name__)
 ENGINES = {"nccl": copy_engine, "ipc": ipc}  # daskflow.copy-engine: the module that moves a collective site
 
 
@@ -102,7 +100,6 @@ class NcclLink:
         self._done = cupy.cuda.Event(block=False, disable_timing=True)
         self._engine: copy_engine.CopyEngine | ipc.IpcEngine | None = None  # made at the first collective site
         self._timeout = 600.0  # seconds: the header waits of the copy-engine transport's own set-up
-        self._engine_off = False  # the copy-engine transport could not be set up on every rank
 
     # --------------------------------------------------------------------------- headers
 
@@ -200,32 +197,27 @@ class NcclLink:
         kernels, while between pairs they made the captured channel step 3-6 % faster.
         Every rank calls it at once, the first time it describes the site; the first agreement
         also builds the copy-engine transport (NCCL's: a communicator whose id rank 0 makes;
-        ``ipc``: the ranks' exported windows, given up on every rank where any cannot make them),
+        ``ipc``: the ranks' exported windows, where every GPU reaches every other: :func:`ipc.available`),
         and each makes sure a window of the site's size is free, while every rank is known to be
         there."""
         from daskflow import settings
 
         engine = settings.get("copy-engine")
         fits = peers == self.size - 1 if engine == "nccl" else (engine == "ipc" and peers == 1)
-        usable = bool(sizes) and fits and not self._engine_off and ENGINES[engine].available()
+        usable = bool(sizes) and fits and ENGINES[engine].available()
         local = max(copy_engine.packed(s)[1] for s in sizes) if usable else 0
         agreed = self._on_header(np.array([local, 0 if usable else 1], np.int64), "max", abort, timeout)
         if agreed[1]:
             return 0
-        try:
-            if self._engine is None:
-                self._timeout = timeout
-                if engine == "ipc":
-                    self._engine = ipc.IpcEngine(self.size, self.rank, self._allgather)
-                else:
-                    uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
-                    uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
-                    self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
-            self._engine.reserve(self.size * int(agreed[0]))
-        except ipc.Unavailable as exc:  # raised on every rank alike: all go point to point from now on
-            logger.warning("%s; NCCL point to point instead", exc)
-            self._engine_off = True
-            return 0
+        if self._engine is None:
+            self._timeout = timeout
+            if engine == "ipc":
+                self._engine = ipc.IpcEngine(self.size, self.rank, self._allgather)
+            else:
+                uid = copy_engine.unique_id() if self.rank == 0 else bytes(128)
+                uid = self._on_header(np.frombuffer(uid, np.uint8).copy(), "bcast", abort, timeout).tobytes()
+                self._engine = copy_engine.CopyEngine(self.size, self.rank, uid)
+        self._engine.reserve(self.size * int(agreed[0]))
         return int(agreed[0])
 
     def _allgather(self, data: bytes) -> list[bytes]:

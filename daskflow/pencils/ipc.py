@@ -1,10 +1,11 @@
 """One-sided copies between GPU workers of one host: each piece is written by the sender's copy
 engine straight into the receiver's memory.
 
-A collective exchange (a transpose among the ranks of each group) moves through receive windows: device
-buffers that every rank allocates once, exports with CUDA IPC, and opens from every peer. Rank ``s``
-writes its pieces for rank ``r`` with ``cudaMemcpyAsync`` into slot ``s`` of ``r``'s window, on a
-stream of its own per peer: the copy engines move them, so the multiprocessors stay with the
+A collective exchange (a transpose within a pair of ranks; the link decides which, in
+:meth:`~daskflow.pencils.nccl.NcclLink.collective_slot`) moves through receive windows: device
+buffers that every rank allocates once, exports with CUDA IPC, and opens from every peer. Rank
+``s`` writes its pieces for rank ``r`` with ``cudaMemcpyAsync`` into slot ``s`` of ``r``'s window,
+on a stream of its own per peer: the copy engines move them, so the multiprocessors stay with the
 transforms a pipelined transpose overlaps (NCCL's point-to-point kernels share them). There is no
 send buffer and no packing copy.
 
@@ -32,7 +33,6 @@ from dataclasses import dataclass, field
 
 from daskflow.pencils.copy_engine import SLOT_ALIGN, WindowPool, align
 
-HANDLE_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
 FLAG_BYTES = 4
 WAIT_EQ = 0x1  # CU_STREAM_WAIT_VALUE_EQ
 WRITE_DEFAULT = 0x0  # CU_STREAM_WRITE_VALUE_DEFAULT: ordered after the stream's earlier writes

@@ -12,10 +12,11 @@ for it (:meth:`NcclLink.payload_wait`) only where it uses the received pieces.
 Headers travel in fixed slots of :data:`HEADER_SLOT` bytes (length
 first); a longer one sends its tail in a second round.
 
-A collective exchange (a transpose among all the ranks) may instead move on the copy engines (dask
-config ``daskflow.copy-engine``): as one NCCL all-to-all (:mod:`daskflow.pencils.copy_engine`), its
-pieces packed into a window's slots, or as one-sided copies into the peers' receive windows
-(:mod:`daskflow.pencils.ipc`); either way the received pieces are views of a receive window.
+A collective exchange (a transpose within each group of ranks) may instead move on the copy engines
+(dask config ``daskflow.copy-engine``): among all the ranks as one NCCL all-to-all
+(:mod:`daskflow.pencils.copy_engine`), its pieces packed into a window's slots, or within pairs as
+one-sided copies into the peer's receive windows (:mod:`daskflow.pencils.ipc`); either way the
+received pieces are views of a receive window.
 
 NVLink multicast (NVLS) is left as the host sets it (``NCCL_NVLS_ENABLE``); nothing here uses it.
 """

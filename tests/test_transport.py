@@ -983,3 +983,20 @@ def test_ipc_window_flags_lie_past_the_data_one_word_per_peer_and_kind():
         assert min(words) == base + window.nbytes  # after the ranks' slots, inside the same allocation
         assert max(words) + ipc.FLAG_BYTES <= base + copy_engine.align(window.nbytes + 6 * ipc.FLAG_BYTES,
                                                                         copy_engine.SLOT_ALIGN)
+
+
+def test_an_ipc_wait_that_raises_still_gives_its_window_back(monkeypatch):
+    """A wait given up (a capture invalidated on one rank) returns the window all the same, so this
+    rank's pool keeps pairing with its peers' for the exchanges that follow."""
+    from daskflow.pencils import ipc
+
+    def fail(*_):
+        raise RuntimeError("cuStreamWaitValue32: CUDA driver error 900")
+
+    monkeypatch.setattr(ipc, "wait_value", fail)
+    engine = ipc.IpcEngine.__new__(ipc.IpcEngine)  # no device: only its pool
+    copy_engine.WindowPool.__init__(engine)
+    window = ipc.IpcWindow(recv=None, nbytes=8192, base=1 << 20, peer_base={1: 2 << 20}, size=2)
+    with pytest.raises(RuntimeError, match="error 900"):
+        engine.wait(ipc.IpcToken(window, [1], [], []), compute=None)
+    assert engine._free == [window]

@@ -12,11 +12,12 @@ send buffer and no packing copy.
 Nothing waits on a host. Each window carries 32-bit flags beside its data, set and waited for on the
 streams with CUDA's stream memory operations (``cuStreamWriteValue32`` / ``cuStreamWaitValue32``):
 
-- ``ready[s]`` in the sender ``s``'s memory: the receiver sets it when its window is free for ``s``
-  (after everything its compute stream queued before the exchange, which consumed the window's
-  previous pieces); ``s`` waits for it and clears it before writing.
-- ``arrived[s]`` in the receiver's memory: ``s`` sets it after its copies (stream order puts it behind
-  them); the receiver's compute stream waits for it and clears it before using the pieces.
+- ``ready[r]`` in the sender's memory: the receiver ``r`` sets it when its window is free for the
+  sender (after everything its compute stream queued before the exchange, which consumed the
+  window's previous pieces); the sender waits for it and clears it before writing.
+- ``arrived[s]`` in the receiver's memory: the sender ``s`` sets it after its copies (stream order
+  puts it behind them); the receiver's compute stream waits for it and clears it before using the
+  pieces.
 
 Every value is a constant (1 or 0), so a CUDA graph capture records an exchange that replays
 correctly. Windows come from a pool whose takes and gives every rank makes in the same order (the
@@ -158,16 +159,16 @@ class IpcEngine(WindowPool):
             stream.wait_event(queued)
             if peer in senders:
                 write_value(stream, window.flag(window.peer_base[peer], "ready", self.rank), 1)
-            if peer not in sends:
-                continue
-            mine = window.flag(window.base, "ready", peer)
-            wait_value(stream, mine, 1)
-            write_value(stream, mine, 0)
-            target = window.peer_base[peer] + self.rank * slot
-            for leaf, offset in zip(sends[peer], offsets[peer], strict=True):
-                cupy.cuda.runtime.memcpyAsync(target + offset, leaf.data.ptr, leaf.nbytes,
-                                              cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
-            write_value(stream, window.flag(window.peer_base[peer], "arrived", self.rank), 1)
+            if peer in sends:
+                mine = window.flag(window.base, "ready", peer)
+                wait_value(stream, mine, 1)
+                write_value(stream, mine, 0)
+                target = window.peer_base[peer] + self.rank * slot
+                for leaf, offset in zip(sends[peer], offsets[peer], strict=True):
+                    cupy.cuda.runtime.memcpyAsync(target + offset, leaf.data.ptr, leaf.nbytes,
+                                                  cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+                write_value(stream, window.flag(window.peer_base[peer], "arrived", self.rank), 1)
+            # every stream that waited for ``queued`` joins back (a capture refuses one left forked)
             done = cupy.cuda.Event(block=False, disable_timing=True)
             done.record(stream)
             sent.append(done)
@@ -177,24 +178,28 @@ class IpcEngine(WindowPool):
         """``compute`` waits (on the device) for the senders' pieces and for this rank's copies; the
         window goes back to the pool (its pieces must be consumed before this rank's next exchange)."""
         window = token.window
-        for peer in token.senders:
-            arrived = window.flag(window.base, "arrived", peer)
-            wait_value(compute, arrived, 1)
-            write_value(compute, arrived, 0)
-        for done in token.sent:
-            compute.wait_event(done)
-        self.give(window)
+        try:
+            for peer in token.senders:
+                arrived = window.flag(window.base, "arrived", peer)
+                wait_value(compute, arrived, 1)
+                write_value(compute, arrived, 0)
+            for done in token.sent:
+                compute.wait_event(done)
+        finally:  # also where a wait raised (a capture given up): every rank's pool stays in step
+            self.give(window)
 
     def abort(self) -> None:
         """Release whatever waits on this rank's flags (a lost peer never sets them): every flag of
-        every window set to 1 from a stream of its own, so the streams blocked on them run on (over
-        pieces that no longer matter: the run has failed). The windows are not freed or closed:
-        pieces of the failed run may still view them, and a peer's copy may still be landing."""
+        every window set to 1 by stream memory operations on a stream of their own (no kernel,
+        which might need its module loaded while other streams are blocked), so the streams blocked
+        on them run on, over pieces that no longer matter: the run has failed. Not synchronised: a
+        wedged device must not block the caller (the transport's abort thread). The windows are not
+        freed or closed: pieces of the failed run may still view them, and a peer's copy may still
+        be landing."""
         import cupy
 
         release = cupy.cuda.Stream(non_blocking=True)
-        with release:
-            for window in self._windows:
-                flags = cupy.cuda.MemoryPointer(window.recv.data.mem, window.nbytes)
-                cupy.ndarray((2 * self.size,), dtype=cupy.uint32, memptr=flags).fill(1)
-        self._free = []  # not synchronised: a wedged device must not block the caller (the event loop)
+        for window in list(self._windows):
+            for kind in ("arrived", "ready"):
+                for rank in range(self.size):
+                    write_value(release, window.flag(window.base, kind, rank), 1)

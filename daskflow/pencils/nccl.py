@@ -100,7 +100,10 @@ class NcclLink:
         self._dev_in = cupy.empty((size, HEADER_SLOT), dtype=np.uint8)
         self._done = cupy.cuda.Event(block=False, disable_timing=True)
         self._engine: copy_engine.CopyEngine | ipc.IpcEngine | None = None  # made at the first collective site
-        self._timeout = 600.0  # seconds: the header waits of the copy-engine transport's own set-up
+        # the header waits of the copy-engine transport's own set-up: the abort and timeout (s) of the
+        # collective call that makes a window (the first description of a site)
+        self._abort: Callable[[], bool] = lambda: False
+        self._timeout = 600.0
 
     # --------------------------------------------------------------------------- headers
 
@@ -154,7 +157,11 @@ class NcclLink:
             self._grouped(self.payload, sends, recvs, self._cupy.cuda.get_current_stream())
 
     overlaps = True  # payload_post returns before the pieces move
-    capturable = True  # its payload rounds are NCCL calls on CUDA streams: a stream capture records them
+    @property
+    def capturable(self) -> bool:
+        """Whether a stream capture records its exchanges: its payload rounds and one-sided copies
+        are NCCL calls and copies on CUDA streams; NCCL's copy-engine all-to-all is not captured."""
+        return not isinstance(self._engine, copy_engine.CopyEngine)
 
     def payload_post(self, sends: list, recvs: list):
         """Posted on the transfer stream after everything the compute stream has queued (the pieces
@@ -210,8 +217,8 @@ class NcclLink:
         agreed = self._on_header(np.array([local, 0 if usable else 1], np.int64), "max", abort, timeout)
         if agreed[1]:
             return 0
+        self._abort, self._timeout = abort, timeout  # for the windows' set-up, collective as this call
         if self._engine is None:
-            self._timeout = timeout
             if engine == "ipc":
                 self._engine = ipc.IpcEngine(self.size, self.rank, self._allgather)
             else:
@@ -225,7 +232,7 @@ class NcclLink:
         """Every rank's ``data`` (the same length on each), by rank, through the header communicator."""
         rows = np.zeros((self.size, len(data)), np.uint8)
         rows[self.rank] = np.frombuffer(data, np.uint8)
-        summed = self._on_header(rows.reshape(-1), "sum", lambda: False, self._timeout)
+        summed = self._on_header(rows.reshape(-1), "sum", self._abort, self._timeout)
         return [row.tobytes() for row in summed.reshape(self.size, len(data))]
 
     def _on_header(self, values: np.ndarray, op: str, abort: Callable[[], bool], timeout: float) -> np.ndarray:
@@ -262,7 +269,11 @@ class NcclLink:
             received[peer] = [cupy.ndarray(shape, dtype=np.dtype(dtype), memptr=base + start, order=order)
                               for (shape, dtype, order), start in zip(entries, starts, strict=True)]
         if isinstance(self._engine, ipc.IpcEngine):
-            return received, self._engine.post(window, sends, offsets, sorted(layouts), slot, stream)
+            try:
+                return received, self._engine.post(window, sends, offsets, sorted(layouts), slot, stream)
+            except BaseException:  # its pool stays in step with the peers' (a capture given up)
+                self._engine.give(window)
+                raise
         try:
             for peer, leaves in sends.items():
                 for leaf, offset in zip(leaves, offsets[peer], strict=True):
@@ -297,9 +308,12 @@ class NcclLink:
         return isinstance(x, self._cupy.ndarray)
 
     def abort(self) -> None:
-        """Stop the communicators (unblocks operations waiting for a lost peer)."""
-        for comm in (self.header, self.payload):
-            comm.abort()
-        if self._engine is not None:
-            self._engine.abort()
+        """Stop the communicators (unblocks operations waiting for a lost peer) and release the
+        copy-engine transport's waits."""
+        try:
+            for comm in (self.header, self.payload):
+                comm.abort()
+        finally:
+            if self._engine is not None:
+                self._engine.abort()
 

@@ -1,7 +1,8 @@
 """The packed protocol of the links that move raw buffers (NCCL, UCX): an exchange's pieces
 flattened (:mod:`daskflow.pencils.wire`), described to their receivers in a header round, then moved
-in one payload round, or, for a collective exchange among all the ranks, as one all-to-all through
-the link's own buffers (NCCL's copy engines, :mod:`daskflow.pencils.copy_engine`).
+in one payload round, or, for a collective exchange (a transpose), through the link's own buffers
+on the copy engines (NCCL's all-to-all, :mod:`daskflow.pencils.copy_engine`, or one-sided copies,
+:mod:`daskflow.pencils.ipc`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ class PackedTransport:
     """An exchange over a :class:`Link`: one header round, then one payload round. At a
     fixed-layout ``site`` only the first exchange of a run has a header round: later ones size the
     receive buffers from its description and post the payload alone, so they cost no host wait. A
-    collective site among all the ranks may move as the link's all-to-all instead
-    (:meth:`_collective_slot`). :meth:`abort` (from the worker's event loop) waits for an exchange in
-    progress to notice the abort and leave the link, so the link is never torn down under a call
-    into it."""
+    collective site may move through the link's own buffers instead (:meth:`_collective_slot`).
+    :meth:`abort` (from the worker's event loop) waits for an exchange in progress to notice the
+    abort and leave the link, so the link is never torn down under a call into it."""
 
     KEEP_RUNS = 64  # runs remembered for aborts (the newest)
     KEEP_SITES = 512  # fixed-layout sites whose layouts are remembered (the most recently used)
@@ -31,18 +31,22 @@ class PackedTransport:
                  aborted: Callable[[str], bool]) -> None:
         self.name, self.link, self.ranks, self.me = name, link, ranks, me
         self.overlaps = getattr(link, "overlaps", False)  # post returns before the pieces move
-        # a CUDA graph capture can record its payload rounds (fixed-layout sites: no host wait)
-        self.capturable = getattr(link, "capturable", False)
         self.timeout, self._aborted = timeout, aborted
         self.book = wire.SpecBook()
         self.runs: list[str] = []  # runs that used it: aborting one of them aborts the link
-        # site -> (specs sent per peer, (spec, host values) received per peer, all-to-all slot or 0) of
+        # site -> (specs sent per peer, (spec, host values) received per peer, the link's slot or 0) of
         # fixed-layout sites, the most recently used last (every participant makes the same calls:
         # the same entries)
         self._layouts: OrderedDict[str, tuple[dict, dict, int]] = OrderedDict()
         self.dead = False
         self._in_link = threading.Lock()  # held while a call into the link is in progress
         self._state = threading.Lock()
+
+    @property
+    def capturable(self) -> bool:
+        """Whether a CUDA graph capture can record its exchanges (fixed-layout sites: no host wait):
+        the link's say."""
+        return getattr(self.link, "capturable", False)
 
     def join(self, run: str) -> None:
         """Note that ``run`` uses this communicator here: aborting it aborts the communicator."""
@@ -71,7 +75,7 @@ class PackedTransport:
         """:meth:`exchange` up to the payload, which a link that :attr:`overlaps` moves while the
         caller goes on (with ``overlap``); :meth:`complete` hands over the pieces. Posts complete
         in the order they were made, before the next exchange. A ``collective`` exchange at a
-        fixed-layout site among all the ranks goes as one all-to-all where the link has one
+        fixed-layout site goes through the link's own buffers where the link takes it
         (:meth:`_collective_slot`)."""
         out: dict = {}
         to_peer: dict[int, list] = {}
@@ -136,8 +140,8 @@ class PackedTransport:
         return self.link.collective_slot(sizes, len(set(flat) | set(layouts)), abort, self.timeout)
 
     def _post_collective(self, out: dict, flat: dict, from_peer: dict, layouts: dict, slot: int) -> Posted:
-        """The payload of a collective site as one all-to-all of ``slot`` bytes per peer: the received
-        pieces are views of the link's buffers, valid until the caller's next exchange."""
+        """The payload of a collective site through the link's buffers of ``slot`` bytes per peer:
+        the received pieces are views of them, valid until the caller's next exchange."""
         sends = {peer: [leaf for _, device, _ in pieces for leaf in device] for peer, pieces in flat.items()}
         expected = {peer: [layout for spec, _ in entries for layout in wire.device_layouts(spec)]
                     for peer, entries in layouts.items()}
@@ -190,7 +194,7 @@ class Posted:
     pieces: dict
     token: object = None
     sent: list = field(default_factory=list, repr=False)
-    collective: bool = False  # moved by the link's all-to-all (its token also returns the buffers)
+    collective: bool = False  # moved through the link's buffers (its token also returns them)
 
 
 def _specs(flat: dict) -> dict:

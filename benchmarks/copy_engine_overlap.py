@@ -23,6 +23,7 @@ import argparse
 import json
 
 import numpy as np
+from transpose import enable_peer_access
 
 
 def _median_ms(cupy, run, repeat: int) -> float:
@@ -38,15 +39,6 @@ def _median_ms(cupy, run, repeat: int) -> float:
         stop.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, stop))
     return float(np.median(times))
-
-
-def _enable_peers(cupy) -> None:
-    for device, peer in ((0, 1), (1, 0)):
-        with cupy.cuda.Device(device):
-            try:
-                cupy.cuda.runtime.deviceEnablePeerAccess(peer)
-            except cupy.cuda.runtime.CUDARuntimeError:
-                pass  # already enabled
 
 
 def measure(mib: int, shape: tuple[int, int, int], repeat: int) -> dict:
@@ -94,7 +86,7 @@ def main() -> None:
 
     if cupy.cuda.runtime.getDeviceCount() < 2:
         raise SystemExit("copy_engine_overlap: needs two GPUs of one host")
-    _enable_peers(cupy)
+    enable_peer_access(2)
     print(json.dumps({"benchmark": "copy_engine_overlap",
                       "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
                       "shape": args.shape, "repeat": args.repeat,

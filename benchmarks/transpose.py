@@ -59,13 +59,10 @@ def _timed_ms(once, repeat: int) -> float:
     return 1e3 * float(np.median(times))
 
 
-def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
-    """Peer-to-peer all-to-all of the same pieces, timed with device synchronisation."""
+def enable_peer_access(gpus: int) -> None:
+    """Direct access from each of GPUs ``0 .. gpus - 1`` to every other that allows it (this process)."""
     import cupy as cp
 
-    nbytes = mib_per_gpu * 2**20
-    piece = nbytes // gpus
-    src, dst = [], []
     for i in range(gpus):
         with cp.cuda.Device(i):
             for j in range(gpus):
@@ -74,6 +71,18 @@ def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
                         cp.cuda.runtime.deviceEnablePeerAccess(j)
                     except cp.cuda.runtime.CUDARuntimeError:
                         pass  # already enabled
+
+
+def raw_all_to_all(gpus: int, mib_per_gpu: int, repeat: int) -> dict:
+    """Peer-to-peer all-to-all of the same pieces, timed with device synchronisation."""
+    import cupy as cp
+
+    nbytes = mib_per_gpu * 2**20
+    piece = nbytes // gpus
+    enable_peer_access(gpus)
+    src, dst = [], []
+    for i in range(gpus):
+        with cp.cuda.Device(i):
             src.append(cp.ones(nbytes // 8))
             dst.append(cp.empty(nbytes // 8))
     streams = [cp.cuda.Stream(non_blocking=True, device=i) if hasattr(cp.cuda.Stream, "device") else None
@@ -152,7 +161,7 @@ def usable_designs(client, designs, cpu: bool) -> tuple[list[str], dict]:
 
 def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, designs=DESIGNS) -> dict:
     import dask
-    from channel_step import steady
+    from channel_step import _set_config, steady
     from distributed import wait
 
     from daskflow.pencils.direct import ensure_mailboxes, run_on_worker
@@ -207,7 +216,7 @@ def dask_designs(client, shape, gpus: int, chain: int, repeat: int, cpu: bool, d
     out = {"skipped": skipped} if skipped else {}
     for design in designs:
         # read where a site first runs: in the warm-up, by this design's own communicator
-        client.run(_set_copy_engine, COPY_ENGINE.get(design, "none"))
+        client.run(_set_config, {"daskflow.copy-engine": COPY_ENGINE.get(design, "none")})
         run(design, 2)  # warm-up: connections, IPC handles, pools
         single = [run(design, 1) for _ in range(repeat)]
         chained = [run(design, chain) / chain for _ in range(max(1, repeat // 2))]
@@ -231,12 +240,6 @@ def transpose_chain_done(ex, plan, blocks: dict, count: int) -> dict:
     if cupy is not None:
         cupy.cuda.get_current_stream().synchronize()
     return out
-
-
-def _set_copy_engine(engine: str) -> None:
-    import dask
-
-    dask.config.set({"daskflow.copy-engine": engine})
 
 
 def _cupy_ones(shape):

@@ -131,17 +131,19 @@ class PostingLoopbackLink(LoopbackLink):
         self.payload_round([], recvs, lambda: False, 60.0)
 
 
-class HostWindows(copy_engine.CopyEngine):
-    """The copy engine's pool of windows over NumPy buffers (no communicator)."""
+class HostWindows(copy_engine.WindowPool):
+    """A pool of windows over NumPy buffers (no communicator), its windows in the order made."""
 
     made = 0  # windows made, over every rank
 
     def __init__(self) -> None:
-        self._free = []
+        super().__init__()
+        self.windows: list[copy_engine.Window] = []
 
     def _allocate(self, nbytes: int) -> copy_engine.Window:
         type(self).made += 1
-        return copy_engine.Window(np.empty(nbytes, np.uint8), np.empty(nbytes, np.uint8), nbytes)
+        self.windows.append(copy_engine.Window(np.empty(nbytes, np.uint8), np.empty(nbytes, np.uint8), nbytes))
+        return self.windows[-1]
 
 
 class CollectiveLoopbackLink(PostingLoopbackLink):
@@ -939,18 +941,6 @@ def test_a_finished_turn_does_not_forget_the_one_submitted_after_it():
         transport._LAST_FUSED.pop(client.id)
 
 
-class CountedPool(copy_engine.WindowPool):
-    """A window pool whose windows are numbered in the order they are made (no device)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: list[int] = []
-
-    def _allocate(self, nbytes: int) -> copy_engine.Window:
-        self.made.append(nbytes)
-        return copy_engine.Window(len(self.made) - 1, None, nbytes)
-
-
 def test_window_pools_that_make_the_same_takes_and_gives_pair_their_windows():
     """One-sided copies write into the peer's window that pairs with the sender's own: every rank's
     pool, given the same sequence of takes and gives, hands out the same windows."""
@@ -958,11 +948,11 @@ def test_window_pools_that_make_the_same_takes_and_gives_pair_their_windows():
                 ("take", 8192), ("take", 4096), ("take", 12288)]
     handed = []
     for _ in range(2):
-        pool, held, out = CountedPool(), [], []
+        pool, held, out = HostWindows(), [], []
         for op, value in sequence:
             if op == "take":
                 held.append(pool.take(value))
-                out.append((held[-1].send, held[-1].nbytes))
+                out.append((pool.windows.index(held[-1]), held[-1].nbytes))
             else:
                 pool.give(held[value])
         handed.append(out)

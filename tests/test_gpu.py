@@ -176,6 +176,25 @@ def test_a_piece_kept_by_its_participant_is_swapped_into_place(cupy, rng, dtype)
         np.testing.assert_array_equal(assemble(pieces, 2).get(), want)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32])
+@pytest.mark.parametrize("shape", [(70, 5, 45), (33, 1, 64), (1, 3, 2)])
+def test_layout_changes_through_tiles_give_the_bits_of_cupys_copies(cupy, rng, dtype, shape):
+    """A C field's reversed view (the spectral solves' memory order), a z slab of it, and the way
+    back: the tiled copies hold the values of CuPy's own, in the order asked for."""
+    from daskflow.pencils.kernels import c_contiguous, f_contiguous
+
+    a = cupy.asarray(rng.standard_normal(shape).astype(dtype) * (1 + 1j if np.iscomplexobj(dtype(0)) else 1))
+    view = a.T  # (z, y, x): x slowest
+    for src in (view, view[1:], a):
+        got = c_contiguous(src)
+        assert got.flags.c_contiguous and got.dtype == src.dtype
+        np.testing.assert_array_equal(got.get(), cupy.ascontiguousarray(src).get())
+    back = f_contiguous(a)
+    assert back.flags.f_contiguous
+    np.testing.assert_array_equal(back.get(), a.get())
+    assert c_contiguous(a) is a and f_contiguous(view) is view
+
+
 def test_ffts_into_given_memory_give_cupys_bits(cupy, rng):
     """The cuFFT transforms that write where they are told (a pipelined transpose's slabs) give the
     bits of ``cupy.fft``: forward into another array, inverse in place in a view, c2r into a slab."""

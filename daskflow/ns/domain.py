@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskflow.backend import array_module, cupy_or_none, device_constant
+from daskflow.backend import array_module, cupy_or_none, device_constant, is_cupy_array
 from daskflow.bc import Boundaries
 from daskflow.grid import Grid
 from daskflow.ns import halos, implicit
 from daskflow.ns import operators as ops
 from daskflow.ns.boundaries import ComponentBC, FlowBoundaries
 from daskflow.pencils.executor import Member
+from daskflow.pencils.kernels import c_contiguous, f_contiguous
 from daskflow.pencils.layout import pencil_chunks, split_slices
 from daskflow.poisson import HelmholtzSolver, PoissonSolver, algorithms, stages
 from daskflow.poisson.plan import SpectralPlan
@@ -53,8 +54,16 @@ class FlowPlan:
     initial: InitialConfig | None = None  # the ``initial`` section (what the participants evaluate)
 
 
+def _operator_order(a):
+    """A solve's solution (a Fortran-ordered logical view) in the operators' memory order
+    (:func:`~daskflow.ns.operators.memory_order`): as it is on NumPy, a C copy on CuPy."""
+    return c_contiguous(a) if is_cupy_array(a) else np.asarray(a, order=ops.memory_order(np))
+
+
 def _fortran(a):
-    return array_module(a).asfortranarray(a)
+    """``a`` Fortran-ordered, as the local solvers take it (a C-ordered CuPy field through the tiled
+    copy, :func:`~daskflow.pencils.kernels.f_contiguous`)."""
+    return f_contiguous(a) if is_cupy_array(a) else np.asfortranarray(a)
 
 
 def wall_face(f, component: int, bc: ComponentBC, one_cell: bool | None = None):
@@ -308,8 +317,7 @@ class FlowDomain:
     def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup, rows: bool = False):
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
         out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail, rows=rows)
-        # the solve's logical view is Fortran-ordered: a copy only where the operators want C (CuPy)
-        return array_module(rhs).asarray(out[self.key], order=ops.memory_order(array_module(rhs)))
+        return _operator_order(out[self.key])
 
     def _local_solver(self, cls, bc: tuple, stagger: str, *args):
         p = self.poisson_plan
@@ -319,7 +327,7 @@ class FlowDomain:
         if self.single:
             if self._pressure is None:
                 self._pressure = self._local_solver(PoissonSolver, self.bcs.p, "ccc")
-            return self._pressure.solve(_fortran(rhs))
+            return _operator_order(self._pressure.solve(_fortran(rhs)))
         return self._distributed_pressure(rhs)
 
     def _distributed_pressure(self, rhs, rows: bool = False):
@@ -354,7 +362,7 @@ class FlowDomain:
         if self.single:
             solver = shared.cached(self._helmholtz, (component, alpha), lambda: self._local_solver(
                 HelmholtzSolver, bc.pairs, bc.stagger(component), alpha))
-            return solver.solve(_fortran(increment))
+            return _operator_order(solver.solve(_fortran(increment)))
 
         def build():
             p = self.poisson_plan

@@ -1,4 +1,5 @@
-"""CUDA kernel of the pencil layer: the swapped copy that packs a transpose's pieces.
+"""CUDA kernel of the pencil layer: the swapped copy that packs a transpose's pieces, and turns a
+field between the operators' memory order and the transforms'.
 
 A piece cut along the last axis of a chunk and sent with its last two axes swapped arrives in the
 receiver's memory order, so the receiver only concatenates; a participant's piece for itself is
@@ -6,6 +7,11 @@ written by the same kernel straight into its place of the assembled chunk (a des
 strides). CuPy's own strided copy of a swapped view reads one element per row per thread (half of
 each 32-byte sector for complex128); the kernel stages 32 x 32 tiles through shared memory so that
 both the reads and the writes are coalesced. It moves bits: any 4-, 8- or 16-byte element type.
+
+The same kernel reverses the axes of a field (:func:`c_contiguous`): the operators keep CuPy fields
+C-ordered ``(x, y, z)`` (z fastest), the spectral solves work on ``(z, y, x)`` with x fastest, and
+every solve changes between the two on the way in and out. CuPy's copy of such a view reads (or
+writes) one element per 32-byte sector.
 """
 
 from __future__ import annotations
@@ -62,3 +68,28 @@ def swap_last_axes(a, out=None):
     kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1),
            (a, out, *element_strides(a), *element_strides(out), np.int32(rows), np.int32(cols)))
     return out
+
+
+def c_contiguous(a):
+    """``a`` as a C-contiguous array: ``a`` itself if it is one; a CuPy 3-D array whose first axis
+    is its contiguous one (a C field's axes reversed, ``b.T``, or a slab of it) copied by
+    :func:`swap_last_axes` with its first and last axes swapped in tiles, one plane of the middle
+    axis at a time, so that reads and writes are coalesced; anything else as ``ascontiguousarray``
+    copies it."""
+    from daskflow.backend import array_module, is_cupy_array
+
+    if a.flags.c_contiguous:
+        return a
+    if not (is_cupy_array(a) and a.ndim == 3 and a.strides[0] == a.itemsize):
+        return array_module(a).ascontiguousarray(a)
+    import cupy
+
+    out = cupy.empty(a.shape, dtype=a.dtype)
+    # per plane i1, tiles of (i2, i0) read along i0 (a's contiguous axis) and written along i2
+    swap_last_axes(a.transpose(1, 2, 0), out.transpose(1, 0, 2))
+    return out
+
+
+def f_contiguous(a):
+    """``a`` as a Fortran-contiguous array (:func:`c_contiguous` of its reversed axes)."""
+    return a if a.flags.f_contiguous else c_contiguous(a.T).T

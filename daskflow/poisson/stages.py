@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from daskflow import transforms
-from daskflow.backend import array_module, cpu_threads
+from daskflow.backend import array_module, cpu_threads, is_cupy_array
+from daskflow.pencils.kernels import c_contiguous
 from daskflow.poisson.plan import SpectralPlan
 
 # The z solves between the transforms are :mod:`daskflow.zsolve.spectral`'s stages.
@@ -50,7 +51,12 @@ def spectral_to_logical_order(plan: SpectralPlan, key, a, *_):
 
 
 def forward_x(plan: SpectralPlan, key, a, *_):
+    """The x transform of an x-pencil, contiguous. On the GPU ``a`` is made C-contiguous first by
+    the tiled copy (a memory-order view of a C-ordered field has x slowest; cuFFT would need the
+    same copy, made by CuPy with uncoalesced reads)."""
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
+    if is_cupy_array(a):
+        a = c_contiguous(a)
     return array_module(a).ascontiguousarray(transforms.forward(a, -1, bc, st))
 
 

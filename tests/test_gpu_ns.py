@@ -224,6 +224,33 @@ def test_the_halo_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_z_ghosts_padded_with_the_fields_give_the_array_codes_bits(cupy, rng, dtype):
+    """With no z neighbour (one z chunk between walls) the padding launch also sets the z ghosts of
+    the interior y rows and the ring launch only the y ghosts and their corners: the bits of the
+    array code's round, for every pattern of received y faces and a periodic y."""
+    import itertools
+
+    from daskflow.ns import halos
+
+    shape = (6, 5, 7)
+    arrays = [cupy.asarray(rng.standard_normal(shape).astype(dtype)) for _ in HALO_FIELDS]
+    arrays[1] = cupy.asfortranarray(arrays[1])
+    periodic_y = [(("PP", "PP", p[2]), v, c) for p, v, c in HALO_FIELDS]
+    for fields, faces in itertools.product((HALO_FIELDS, periodic_y), itertools.product((False, True), repeat=2)):
+        if fields is periodic_y and not all(faces):
+            continue
+        bcs = [((pairs, values), component) for pairs, values, component in fields]
+        received = {(oy, 0): cupy.asarray(rng.standard_normal((len(arrays), shape[0] + 2, 1, shape[2])).astype(dtype))
+                    for oy, got in zip((-1, 1), faces, strict=True) if got}
+        got, _, rules = halos.prepare(arrays, bcs, z_local=True)
+        halos.fill_halos(got, rules, received, z_local=True)
+        with _array_code():
+            want, _, rules = halos.prepare(arrays, bcs)
+            halos.fill_halos(want, rules, received)
+        np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"{faces} periodic y {fields is periodic_y}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_halo_pieces_cut_from_the_fields_equal_the_padded_stacks_bit_for_bit(cupy, rng, dtype):
     """The faces and edges a pencil sends, cut from its unpadded fields in one launch per field
     (walls and a periodic x, a Fortran-ordered field among them), are the pieces cut from its x-padded

@@ -218,10 +218,33 @@ def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):
         np.testing.assert_array_equal(into, want)
 
 
+def test_a_deferred_piece_of_wrapped_rows_is_assembled_part_by_part(rng):
+    """A participant's own piece whose y rows wrap (the pressure rows of pencils (py, 1)) is
+    three swaps straight into its place: the bits of the cut that copies them first."""
+    from daskflow.bc import Boundaries
+    from daskflow.pencils.layout import SwappedParts, assemble
+    from daskflow.poisson import algorithms
+    from daskflow.poisson.plan import SpectralPlan
+
+    plan = SpectralPlan(Grid((10, 8, 4), (1.0, 1.0, 1.0)), Boundaries.parse(("PP", "PP", "NN"), "ccc"), 0.0, 1.0,
+                        "ptdma", (2, 1), np.dtype(np.float64))
+    blocks = [rng.standard_normal((4, 3, 8)) + 1j * rng.standard_normal((4, 3, 8)) for _ in range(2)]
+    cut = algorithms.cut_for_x_pencil_with_rows
+    for dst in [(0, 0), (1, 0)]:
+        want = np.concatenate([cut(plan, (s, 0), b, dst) for s, b in enumerate(blocks)], axis=2)
+        assert want.shape == (4, 6, 6)
+        for mine in range(2):
+            pieces = [cut.local(plan, (s, 0), b, dst) if s == mine else cut(plan, (s, 0), b, dst)
+                      for s, b in enumerate(blocks)]
+            assert isinstance(pieces[mine], SwappedParts) and pieces[mine].shape == (4, 6, 3)
+            np.testing.assert_array_equal(assemble(pieces, 2), want)
+
+
 def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
     """Through a direct executor a chunk's piece for its own participant is a deferred swap, placed
     by the assembly with the bits of a cut; the pieces that travel are copies (a view would change
-    under the sender), and so are posted pieces, which are joined only after later posts."""
+    under the sender), and so are posted pieces unless the poster keeps their sources as they are
+    until it joins them."""
     from daskflow.bc import Boundaries
     from daskflow.pencils.executor import DirectExecutor
     from daskflow.pencils.layout import SwappedPiece, cut_swapped
@@ -247,13 +270,19 @@ def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
         me = team.members[i]
         ex = DirectExecutor(plan, me, "run", owner, team.transports[me])
         out = ex.exchange(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil, [join])
-        handle = ex.post(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil)
-        posted.update({k: [type(p) for p in pieces] for k, pieces in ex.complete(handle).items()})
+        for joined in (False, True):
+            handle = ex.post(blocks, dec.indices, algorithms._z_group(dec), algorithms.cut_for_y_pencil,
+                             joined=joined)
+            posted.setdefault(joined, {}).update({k: [type(p) for p in pieces]
+                                                  for k, pieces in ex.complete(handle).items()})
         return out
 
     joined = {k: v for part in team.run(body) for k, v in part.items()}
     assert seen == {(0, 0): [SwappedPiece, np.ndarray], (1, 0): [np.ndarray, SwappedPiece]}
-    assert posted == {(0, 0): [np.ndarray, np.ndarray], (1, 0): [np.ndarray, np.ndarray]}  # joined later: copies
+    # posted pieces whose source may change before they are joined (a scatter) are copies; posted
+    # slabs of a transpose, joined while their sources stay, defer as an exchange does
+    assert posted[False] == {(0, 0): [np.ndarray, np.ndarray], (1, 0): [np.ndarray, np.ndarray]}
+    assert posted[True] == seen
     for (p, q), got in joined.items():
         want = np.concatenate([cut_swapped(blocks[(s, q)], dec.xs[p]) for s in range(dec.py)], axis=2)
         np.testing.assert_array_equal(got, want)

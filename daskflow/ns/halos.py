@@ -26,20 +26,22 @@ def halo_round(ex, dec, key: tuple[int, int], periodic_yz: tuple[bool, bool], ar
     component)``) of pencil ``key`` of decomposition ``dec``, its ghosts from the exchange through
     executor ``ex``, and every participant's ``value`` riding on it (a host number, or a 0-d device
     array; see :func:`daskflow.pencils.halo.exchange`)."""
+    # z ghosts that come from no neighbour (one z chunk, walls) are the padding kernel's on the GPU
+    z_local = dec.pz == 1 and not periodic_yz[1]
     if fused(arrays[0]) and not isinstance(value, (int, float)):  # device pieces only: they move during the padding
         counts = tuple(dec.pencils)
         posted = halo.post(ex, dec, key, periodic_yz, pieces(arrays, bcs, halo.sent(key, counts, periodic_yz)), value)
         try:
-            stack, _, rules = prepare(arrays, bcs)
+            stack, _, rules = prepare(arrays, bcs, z_local)
         except BaseException:  # the device waits for the transfer before its buffers go back to the pool
             with contextlib.suppress(Exception):
                 halo.complete(ex, posted)
             raise
         received, gathered = halo.complete(ex, posted)
     else:
-        stack, block, rules = prepare(arrays, bcs)
+        stack, block, rules = prepare(arrays, bcs, z_local)
         received, gathered = halo.exchange(ex, dec, key, periodic_yz, block, value)
-    fill_halos(stack, rules, received)
+    fill_halos(stack, rules, received, z_local)
     return stack, gathered
 
 
@@ -60,20 +62,26 @@ def _x_rules(pairs, component) -> list[int]:
     return [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
 
 
-def prepare(arrays: list, bcs: list) -> tuple:
+def prepare(arrays: list, bcs: list, z_local: bool = False) -> tuple:
     """The first part of a halo round: ``(stack, block, rules)``, the padded copies of
     ``arrays`` as one stack with their x ghosts set, its x-padded interior (what the neighbours
     get planes of) and each field's ``(pairs, values, component)`` (``bcs[i] = ((pairs,
-    values), component)``)."""
+    values), component)``). With ``z_local`` (no z neighbour: the z ghosts follow the walls) the
+    GPU's padding kernel also sets the z ghosts of the interior y rows, which
+    :func:`fill_halos` then leaves as they are."""
     rules = [(pairs, values, component) for (pairs, values), component in bcs]
-    if fused(arrays[0]):  # one padding kernel per field; its y and z ghosts are refilled by fill_halos
+    if fused(arrays[0]):  # one padding kernel per field; its y (and z) ghosts are refilled by fill_halos
         from daskflow.ns import kernels
 
         first = arrays[0]
         stack = ops.stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape),
                                    first.dtype)
         for a, field, (pairs, values, component) in zip(arrays, stack, rules, strict=True):
-            kernels.pad(a, _x_rules(pairs, component) + [ops.COPY] * 4, [*values[0], 0.0, 0.0, 0.0, 0.0], out=field)
+            z_rules, z_walls = [ops.COPY] * 2, [0.0, 0.0]
+            if z_local:
+                z_rules, z_walls = [ops.ghost_rule(pairs[2], side, component == 2) for side in (0, 1)], values[2]
+            kernels.pad(a, _x_rules(pairs, component) + [ops.COPY] * 2 + z_rules, [*values[0], 0.0, 0.0, *z_walls],
+                        out=field)
         return stack, stack[:, :, 1:-1, 1:-1], rules
     stack = ops.padded_copies(arrays)
     block = stack[:, :, 1:-1, 1:-1]
@@ -81,7 +89,7 @@ def prepare(arrays: list, bcs: list) -> tuple:
     return stack, block, rules
 
 
-def fill_halos(stack, bcs: list, received: dict) -> None:
+def fill_halos(stack, bcs: list, received: dict, z_local: bool = False) -> None:
     """The y and z ghosts of the padded stack of fields ``stack`` (x ghosts set;
     ``bcs[i] = (pairs, values, component)`` of field ``i``) from the ``received`` pieces of
     :func:`daskflow.pencils.halo.exchange` or, beyond walls, from the boundary conditions: y first
@@ -89,9 +97,10 @@ def fill_halos(stack, bcs: list, received: dict) -> None:
     padding y and then z one after the other would. A received face or edge is one operation for all
     the fields, a wall side one for its whole plane (edges included) per field, or one for all of
     them where their conditions agree; on the GPU one kernel sets them all, with the same values
-    (:func:`daskflow.ns.halo_kernels.fill_ring`)."""
+    (:func:`daskflow.ns.halo_kernels.fill_ring`), there only the corners of the z ghosts where
+    :func:`prepare` set the rest (``z_local``)."""
     if fused(stack):
-        _fill_ring(stack, bcs, received)
+        _fill_ring(stack, bcs, received, z_local)
         return
     plane = {-1: 0, 1: stack.shape[3] - 1}
     row = {-1: 0, 1: stack.shape[2] - 1}
@@ -123,7 +132,7 @@ def fused(a) -> bool:
     return array_module(a) is not np and ops.FUSED_GPU
 
 
-def _fill_ring(stack, bcs: list, received: dict) -> None:
+def _fill_ring(stack, bcs: list, received: dict, z_local: bool) -> None:
     """:func:`fill_halos` in one launch: each field's wall rules on y and z, a periodic side always
     from its (possibly own) neighbour's piece."""
     from daskflow.ns import halo_kernels
@@ -138,4 +147,4 @@ def _fill_ring(stack, bcs: list, received: dict) -> None:
                     raise ValueError(f"periodic axis {'xyz'[axis]} without its neighbour's halo piece {key}")
                 rules.append(rule)
                 walls.append(values[axis][side])
-    halo_kernels.fill_ring(stack, rules, walls, received)
+    halo_kernels.fill_ring(stack, rules, walls, received, z_local)

@@ -87,12 +87,13 @@ class LocalExecutor:
 
 
 def piece_for_itself(cut: Callable, joined: bool) -> Callable:
-    """The cut of a participant's piece for itself: in an exchange whose join consumes it at once
-    (``joined``), ``cut.local`` where the cut has one (a piece that may be deferred for the join to
-    write into place, e.g. :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels, and it
-    holds its source until the join), else ``cut``. Pieces not joined at once (a scatter, or a
-    pipelined transpose's posted slabs, joined after every slab has left) are cut whole, so that no
-    source outlives its exchange."""
+    """The cut of a participant's piece for itself: where the pieces are joined while their source
+    stays as it is (``joined``: an exchange whose join consumes them at once, or a pipelined
+    transpose's posted slabs, joined before their sources change), ``cut.local`` where the cut has
+    one (a piece that may be deferred for the join to write into place, e.g.
+    :class:`~daskflow.pencils.layout.SwappedPiece`: it never travels, and it holds its source until
+    the join), else ``cut``. Pieces not joined that way (a scatter) are cut whole, so that no source
+    outlives its exchange."""
     return getattr(cut, "local", cut) if joined else cut
 
 
@@ -144,15 +145,18 @@ class DirectExecutor:
         return self._joined(xid, received, dests, sources, join, extras)
 
     def post(self, blocks: Mapping, dests, sources: Callable, cut: Callable, site: str | None = None,
-             collective: bool = False) -> tuple:
+             collective: bool = False, joined: bool = False) -> tuple:
         """:meth:`exchange` with ``join=None``, in two halves: the pieces are cut and handed to the
         transport now, and move while the caller goes on where the transport allows
         (:attr:`~daskflow.pencils.packed.PackedTransport.overlaps`, NCCL's transfer stream);
         :meth:`complete` returns them. The caller keeps what it cut from alive until then, and makes
-        no other exchange in between but further posts (the slabs of a transpose)."""
+        no other exchange in between but further posts (the slabs of a transpose). ``joined``: the
+        caller also keeps ``blocks`` unchanged until it has joined what :meth:`complete` returns, so
+        a participant's pieces for itself may be deferred to the join (:func:`piece_for_itself`)."""
         dests = list(dests)
         overlaps = getattr(self.transport, "overlaps", False)
-        xid, moved = self._send(blocks, dests, sources, cut, site, post=overlaps, collective=collective)
+        xid, moved = self._send(blocks, dests, sources, cut, site, post=overlaps, collective=collective,
+                                joined=joined)
         return xid, moved, dests, sources, overlaps
 
     def complete(self, handle: tuple) -> dict:
@@ -241,9 +245,12 @@ class DirectExecutor:
                after, extras, site) -> dict:
         """The body of a transpose in ``slabs`` slabs; ``posted`` holds the posts not yet waited for."""
         for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
+            # a slab's blocks are new arrays or slabs of ``whole``, unchanged until the joins below:
+            # a participant's own pieces are swapped into place there, not cut and copied again
             part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
-            posted.append(self.post(part, keys, sources, cut, None if site is None else f"{site}/{i}", collective=True))
-            del part  # the pieces sent stay alive in ``posted`` until their transfer is waited for
+            posted.append(self.post(part, keys, sources, cut, None if site is None else f"{site}/{i}", collective=True,
+                                    joined=True))
+            del part  # the pieces sent (and deferred) stay alive in ``posted`` until joined
         out: dict = {}
         for i, handle in enumerate(posted):
             received = self.complete(handle)

@@ -166,25 +166,59 @@ def cut_swapped_local(block, piece: slice) -> SwappedPiece:
     return SwappedPiece(block[:, :, piece])
 
 
+@dataclass(frozen=True, eq=False)
+class SwappedParts:
+    """A participant's piece for itself made of :class:`SwappedPiece` parts laid end to end along
+    memory ``axis`` (a piece whose rows wrap around a periodic axis): :func:`assemble` swaps each
+    part straight into its place."""
+
+    parts: tuple
+    axis: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        shape = list(self.parts[0].shape)
+        shape[self.axis] = sum(p.shape[self.axis] for p in self.parts)
+        return tuple(shape)
+
+
+def _deferred(piece) -> bool:
+    return isinstance(piece, (SwappedPiece, SwappedParts))
+
+
+def _write_into(piece, target) -> None:
+    """``target[...] = piece``, a deferred piece swapped straight into it."""
+    if isinstance(piece, SwappedPiece):
+        swap_into(piece.view, target)
+    elif isinstance(piece, SwappedParts):
+        start = 0
+        for part in piece.parts:
+            index = [slice(None)] * target.ndim
+            index[piece.axis] = slice(start, start + part.shape[piece.axis])
+            start += part.shape[piece.axis]
+            _write_into(part, target[tuple(index)])
+    else:
+        target[...] = piece
+
+
 def assemble(pieces, axis: int, out=None):
     """Concatenate pieces along memory ``axis`` into one contiguous chunk (into ``out`` where
-    given); a :class:`SwappedPiece` is swapped straight into its place."""
+    given); a :class:`SwappedPiece` (or :class:`SwappedParts`) is swapped straight into its place."""
     from daskflow.backend import array_module
 
-    if not any(isinstance(p, SwappedPiece) for p in pieces):
+    if not any(_deferred(p) for p in pieces):
         return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)
     if out is None:
         shape = list(pieces[0].shape)
         shape[axis] = sum(p.shape[axis] for p in pieces)
-        first = pieces[0].view if isinstance(pieces[0], SwappedPiece) else pieces[0]
+        first = pieces[0]
+        while _deferred(first):
+            first = first.view if isinstance(first, SwappedPiece) else first.parts[0]
         out = array_module(first).empty(tuple(shape), dtype=first.dtype)
     start = 0
     for piece in pieces:
         index = [slice(None)] * out.ndim
         index[axis] = slice(start, start + piece.shape[axis])
         start += piece.shape[axis]
-        if isinstance(piece, SwappedPiece):
-            swap_into(piece.view, out[tuple(index)])
-        else:
-            out[tuple(index)] = piece
+        _write_into(piece, out[tuple(index)])
     return out

@@ -143,12 +143,15 @@ def forward(x: Any, axis: int, bc: str, placement: str, overwrite: bool = False)
     return _built_forward(xp, x, axis, bc, placement, m)
 
 
-def backward(X: Any, axis: int, bc: str, placement: str, n: int, real_output: bool, overwrite: bool = False) -> Any:
+def backward(X: Any, axis: int, bc: str, placement: str, n: int, real_output: bool, overwrite: bool = False,
+             normalise: bool = True) -> Any:
     """Exact inverse of ``forward``; returns ``n_unknowns(bc, placement, n)`` points along ``axis``.
 
-    PP: ``irfft(n=n)`` if ``real_output`` else ``ifft``. r2r: ``X``'s dtype, except that
-    ``real_output`` with complex ``X`` transforms ``X.real`` only (its imaginary part must vanish).
-    ``overwrite``: ``X`` may be destroyed (and, on NumPy, hold the result: no new array).
+    PP: ``irfft(n=n)`` if ``real_output`` else ``ifft``; without ``normalise`` not divided by ``n``
+    (the caller scales the result: one pass fewer). r2r: ``X``'s dtype, except that
+    ``real_output`` with complex ``X`` transforms ``X.real`` only (its imaginary part must vanish);
+    always normalised. ``overwrite``: ``X`` may be destroyed (and, on NumPy, hold the result: no new
+    array).
     """
     xp = array_module(X)
     m = n_unknowns(bc, placement, n)
@@ -156,8 +159,8 @@ def backward(X: Any, axis: int, bc: str, placement: str, n: int, real_output: bo
     if X.shape[axis] != expected:
         raise ValueError(f"X has {X.shape[axis]} points along axis {axis}, expected {expected}")
     if xp is np:
-        return _backward_host(X, axis, bc, placement, m, real_output, overwrite)
-    return _built_backward(xp, X, axis, bc, placement, m, real_output)
+        return _backward_host(X, axis, bc, placement, m, real_output, overwrite, normalise)
+    return _built_backward(xp, X, axis, bc, placement, m, real_output, normalise)
 
 
 # ---------------------------------------------------------------- NumPy: scipy.fft
@@ -182,14 +185,15 @@ def _forward_host(x: np.ndarray, axis: int, bc: str, placement: str, m: int, ove
 
 
 def _backward_host(X: np.ndarray, axis: int, bc: str, placement: str, m: int, real_output: bool,
-                   overwrite: bool) -> np.ndarray:
+                   overwrite: bool, normalise: bool = True) -> np.ndarray:
     import scipy.fft
 
     workers = cpu_threads()
     if bc == "PP":
+        norm = _norm(normalise)
         if real_output:  # c2r: scipy never reuses the input
-            return scipy.fft.irfft(X, n=m, axis=axis, workers=workers)
-        return scipy.fft.ifft(X, axis=axis, overwrite_x=overwrite, workers=workers)
+            return scipy.fft.irfft(X, n=m, axis=axis, workers=workers, norm=norm)
+        return scipy.fft.ifft(X, axis=axis, overwrite_x=overwrite, workers=workers, norm=norm)
     if real_output and np.iscomplexobj(X):
         X = X.real
         overwrite = False  # the result would be a strided view into complex memory
@@ -242,10 +246,17 @@ def _built_forward(xp: ModuleType, x: Any, axis: int, bc: str, placement: str, m
     return xp.moveaxis(_r2r(xp, y, placement, bc, inverse=False), -1, axis)
 
 
-def _built_backward(xp: ModuleType, X: Any, axis: int, bc: str, placement: str, m: int, real_output: bool) -> Any:
+def _norm(normalise: bool) -> str:
+    """The FFT libraries' ``norm`` of an inverse transform divided by its length (or not)."""
+    return "backward" if normalise else "forward"
+
+
+def _built_backward(xp: ModuleType, X: Any, axis: int, bc: str, placement: str, m: int, real_output: bool,
+                    normalise: bool = True) -> Any:
     """``backward`` from ``xp.fft`` and elementwise ops (CuPy's path; runs on NumPy too)."""
     if bc == "PP":
-        return xp.fft.irfft(X, n=m, axis=axis) if real_output else xp.fft.ifft(X, axis=axis)
+        norm = _norm(normalise)
+        return xp.fft.irfft(X, n=m, axis=axis, norm=norm) if real_output else xp.fft.ifft(X, axis=axis, norm=norm)
     if real_output and xp.iscomplexobj(X):
         X = X.real
     z = xp.moveaxis(X, axis, -1)
@@ -309,31 +320,34 @@ def _trig_sum(xp: ModuleType, y: Any, basis: _Basis, inverse: bool) -> Any:
 # ---------------------------------------------------------------- CuPy: cuFFT into given memory
 
 
-def fft_into(x: Any, out: Any, inverse: bool = False) -> Any:
+def fft_into(x: Any, out: Any, inverse: bool = False, normalise: bool = True) -> Any:
     """The complex FFT of C-contiguous CuPy ``x`` along its last axis written into ``out`` (same
     shape and dtype, C-contiguous; may be ``x``: in place), normalised as ``cupy.fft`` (the inverse
-    divided by the length), with the plan ``cupy.fft`` caches for the same length and batch (the
-    GPU tests find ``cupy.fft``'s bits, in place too); unlike it, a view is transformed where it
-    lies, with no copy (CuPy copies any array that is a view before it transforms it)."""
+    divided by the length, unless not ``normalise``), with the plan ``cupy.fft`` caches for the same
+    length and batch (the GPU tests find ``cupy.fft``'s bits, in place too); unlike it, a view is
+    transformed where it lies, with no copy (CuPy copies any array that is a view before it
+    transforms it)."""
     from cupy.cuda import cufft
 
     kind = cufft.CUFFT_Z2Z if x.dtype == np.complex128 else cufft.CUFFT_C2C
     n = x.shape[-1]
     _plan(n, kind, x.size // n).fft(x, out, cufft.CUFFT_INVERSE if inverse else cufft.CUFFT_FORWARD)
-    if inverse:
+    if inverse and normalise:
         out /= n
     return out
 
 
-def irfft_into(X: Any, out: Any) -> Any:
+def irfft_into(X: Any, out: Any, normalise: bool = True) -> Any:
     """``cupy.fft.irfft`` of C-contiguous CuPy ``X`` along its last axis with ``n = out.shape[-1]``
-    written into the C-contiguous real ``out``; ``X`` is destroyed (cuFFT's c2r works in it)."""
+    written into the C-contiguous real ``out`` (not divided by ``n`` unless ``normalise``); ``X`` is
+    destroyed (cuFFT's c2r works in it)."""
     from cupy.cuda import cufft
 
     kind = cufft.CUFFT_Z2D if X.dtype == np.complex128 else cufft.CUFFT_C2R
     n = out.shape[-1]
     _plan(n, kind, out.size // n).fft(X, out, cufft.CUFFT_INVERSE)
-    out /= n
+    if normalise:
+        out /= n
     return out
 
 

@@ -193,6 +193,24 @@ def test_layout_changes_through_tiles_give_the_bits_of_cupys_copies(cupy, rng, d
     assert back.flags.f_contiguous
     np.testing.assert_array_equal(back.get(), a.get())
     assert c_contiguous(a) is a and f_contiguous(view) is view
+    if not np.iscomplexobj(dtype(0)):  # a solution scaled on its way to the operators' order
+        for src in (view, a):
+            got = c_contiguous(src, 0.125)
+            assert got.flags.c_contiguous and got is not src
+            np.testing.assert_array_equal(got.get(), (cupy.ascontiguousarray(src) * dtype(0.125)).get())
+
+
+@pytest.mark.parametrize("pencils", [(1, 1), (2, 1), (2, 2)])
+@pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("PP", "DD", "DN"), ("NN", "PP", "DD")])
+def test_gpu_solves_left_unnormalised_are_the_solution_times_the_periodic_lengths(cupy, rng, bc, pencils):
+    """On the GPU too (cuFFT in place, into given memory, CuPy's irfft2): with ``normalised=False``
+    the solution times ``inverse_scale`` is the normalised solve's, bit for bit on power-of-two
+    periodic lengths."""
+    grid = Grid((16, 8, 12), (2.0, 1.0, 2.0), z_stretch=1.5)
+    b = cupy.asarray(rng.standard_normal(grid.shape))
+    want = PoissonSolver(grid, bc, "ccc", pencils=pencils, device="gpu").solve(b)
+    solver = PoissonSolver(grid, bc, "ccc", pencils=pencils, device="gpu", normalised=False)
+    np.testing.assert_array_equal((solver.solve(b) * solver.plan.inverse_scale).get(), want.get())
 
 
 def test_ffts_into_given_memory_give_cupys_bits(cupy, rng):

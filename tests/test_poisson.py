@@ -286,3 +286,19 @@ def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):
     for (p, q), got in joined.items():
         want = np.concatenate([cut_swapped(blocks[(s, q)], dec.xs[p]) for s in range(dec.py)], axis=2)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("PP", "DD", "DN"), ("NN", "PP", "DD"), ("DD", "NN", "NN")])
+@pytest.mark.parametrize("pencils", [(1, 1), (2, 1), (2, 2)])
+def test_a_solve_left_unnormalised_is_the_solution_times_the_periodic_lengths(bc, pencils, rng):
+    """``normalised=False`` leaves the 1/n of the inverse periodic transforms to the caller: the
+    solution times :attr:`inverse_scale` (1 / (nx ny) over the periodic axes) is the normalised
+    solve's, bit for bit where those lengths are powers of two (scaling by them is exact)."""
+    grid = Grid((16, 8, 12), (2.0, 1.0, 2.0), z_stretch=1.5)
+    b = rng.standard_normal(grid.shape)
+    want = PoissonSolver(grid, bc, "ccc", pencils=pencils).solve(b)
+    solver = PoissonSolver(grid, bc, "ccc", pencils=pencils, normalised=False)
+    periodic = [n for n, pair in zip(grid.shape[:2], bc[:2], strict=True) if pair == "PP"]
+    assert solver.plan.inverse_scale == 1.0 / np.prod(periodic)
+    np.testing.assert_array_equal(solver.solve(b) * solver.plan.inverse_scale, want)
+    assert PoissonSolver(grid, bc, "ccc").plan.inverse_scale == 1.0

@@ -12,6 +12,7 @@ the halos are filled locally and the solves are the single-device solvers).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,10 +55,28 @@ class FlowPlan:
     initial: InitialConfig | None = None  # the ``initial`` section (what the participants evaluate)
 
 
-def _operator_order(a):
+def _operator_order(a, scale: float = 1.0):
     """A solve's solution (a Fortran-ordered logical view) in the operators' memory order
-    (:func:`~daskflow.ns.operators.memory_order`): as it is on NumPy, a C copy on CuPy."""
-    return c_contiguous(a) if is_cupy_array(a) else np.asarray(a, order=ops.memory_order(np))
+    (:func:`~daskflow.ns.operators.memory_order`), multiplied by ``scale`` (the plan's
+    :attr:`~daskflow.poisson.plan.SpectralPlan.inverse_scale`): as it is on NumPy, a C copy on CuPy,
+    scaled in that copy."""
+    if is_cupy_array(a):
+        return c_contiguous(a, None if scale == 1.0 else scale)
+    out = np.asarray(a, order=ops.memory_order(np))
+    return out if scale == 1.0 else out * scale
+
+
+def solving_plan(plan: FlowPlan) -> SpectralPlan:
+    """The plan a domain's pressure solves run: on the GPU the flow's, its inverse periodic
+    transforms left unnormalised (``normalised=False``: the solution is scaled in the layout change
+    it goes through anyway, one pass over the field fewer per solve), made once per flow plan;
+    elsewhere the flow's own."""
+    p = plan.poisson_plan
+    if plan.device != "gpu":
+        return p
+    if "unnormalised" not in p._device_cache:  # shares the cache (device arrays, z solvers) with p
+        p._device_cache["unnormalised"] = dataclasses.replace(p, normalised=False)
+    return p._device_cache["unnormalised"]
 
 
 def _fortran(a):
@@ -136,7 +155,7 @@ class FlowDomain:
     def __init__(self, plan: FlowPlan, member: Member) -> None:
         self.plan = plan
         self.grid, self.bcs = plan.grid, plan.bcs
-        self.poisson_plan = plan.poisson_plan
+        self.poisson_plan = solving_plan(plan)
         dec = self.poisson_plan.decomposition
         self.dec, self.counts = dec, dec.pencils
         self.periodic_yz = (self.bcs.periodic(1), self.bcs.periodic(2))
@@ -317,17 +336,17 @@ class FlowDomain:
     def _spectral_solve(self, plan: SpectralPlan, executor, rhs, setup, rows: bool = False):
         head, tail = [stages.to_memory_order], [stages.to_logical_order]
         out = algorithms.solve(executor, plan, {self.key: rhs}, plan.method, setup, head=head, tail=tail, rows=rows)
-        return _operator_order(out[self.key])
+        return _operator_order(out[self.key], plan.inverse_scale)
 
     def _local_solver(self, cls, bc: tuple, stagger: str, *args):
         p = self.poisson_plan
-        return cls(self.grid, bc, stagger, *args, p.method, (1, 1), p.dtype)
+        return cls(self.grid, bc, stagger, *args, p.method, (1, 1), p.dtype, normalised=p.normalised)
 
     def solve_pressure(self, rhs):
         if self.single:
             if self._pressure is None:
                 self._pressure = self._local_solver(PoissonSolver, self.bcs.p, "ccc")
-            return _operator_order(self._pressure.solve(_fortran(rhs)))
+            return _operator_order(self._pressure.solve(_fortran(rhs)), self._pressure.plan.inverse_scale)
         return self._distributed_pressure(rhs)
 
     def _distributed_pressure(self, rhs, rows: bool = False):
@@ -362,12 +381,12 @@ class FlowDomain:
         if self.single:
             solver = shared.cached(self._helmholtz, (component, alpha), lambda: self._local_solver(
                 HelmholtzSolver, bc.pairs, bc.stagger(component), alpha))
-            return _operator_order(solver.solve(_fortran(increment)))
+            return _operator_order(solver.solve(_fortran(increment)), solver.plan.inverse_scale)
 
         def build():
             p = self.poisson_plan
             plan = SpectralPlan(self.grid, Boundaries.parse(bc.pairs, bc.stagger(component)), 1.0, -alpha,
-                                p.method, p.pencils, p.dtype)
+                                p.method, p.pencils, p.dtype, p.normalised)
             self._solves += 1
             return plan, self.member.executor(plan, f"h{self._solves}"), self._ptdma_setup(plan)
 

@@ -24,16 +24,16 @@ from daskflow.backend import element_strides, raw_kernel
 
 _SOURCE = r"""
 typedef {T} T;
-extern "C" __global__ void swap_last_axes(const T* src, T* dst, const long long s0, const long long s1,
+extern "C" __global__ void {name}(const T* src, T* dst, const long long s0, const long long s1,
                                           const long long s2, const long long d0, const long long d1,
-                                          const long long d2, const int rows, const int cols) {{
+                                          const long long d2, const int rows, const int cols{scale_arg}) {{
     // src[b, r, c] (element strides s0, s1, s2) -> dst[b, c, r] (element strides d0, d1, d2)
     __shared__ T tile[32][33];
     const long long b = blockIdx.z;
     const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {{
         const int r = r0 + j, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[j][threadIdx.x] = src[b * s0 + r * s1 + c * s2];
+        if (r < rows && c < cols) tile[j][threadIdx.x] = src[b * s0 + r * s1 + c * s2]{scale_op};
     }}
     __syncthreads();
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {{
@@ -43,17 +43,26 @@ extern "C" __global__ void swap_last_axes(const T* src, T* dst, const long long 
 }}
 """
 _BIT_TYPES = {4: "float", 8: "double", 16: "double2"}  # element types by size: the kernel moves bits
+# the scaled copy's real types: it multiplies
+_REAL_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
 @functools.cache
 def _source(itemsize: int) -> str:
-    return _SOURCE.format(T=_BIT_TYPES[itemsize])
+    return _SOURCE.format(T=_BIT_TYPES[itemsize], name="swap_last_axes", scale_arg="", scale_op="")
 
 
-def swap_last_axes(a, out=None):
+@functools.cache
+def _scaled_source(dtype: np.dtype) -> str:
+    return _SOURCE.format(T=_REAL_TYPES[dtype], name="swap_last_axes_scaled", scale_arg=", const T scale",
+                          scale_op=" * scale")
+
+
+def swap_last_axes(a, out=None, scale: float | None = None):
     """CuPy ``a`` ``(nb, rows, cols)`` (any strides) with its last two axes swapped, written into
     ``out`` ``(nb, cols, rows)`` of the same dtype (any strides, e.g. a slice of a larger chunk;
-    by default a new C-contiguous array), which is returned."""
+    by default a new C-contiguous array), which is returned; with ``scale`` (real ``a`` only) every
+    value multiplied by it on the way."""
     import cupy
 
     nb, rows, cols = a.shape
@@ -64,29 +73,35 @@ def swap_last_axes(a, out=None):
                          f"{(nb, cols, rows)} {a.dtype}")
     if out.size == 0:
         return out
-    kernel = raw_kernel(_source(a.itemsize), "swap_last_axes")
-    kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1),
-           (a, out, *element_strides(a), *element_strides(out), np.int32(rows), np.int32(cols)))
+    args = (a, out, *element_strides(a), *element_strides(out), np.int32(rows), np.int32(cols))
+    if scale is None:
+        kernel = raw_kernel(_source(a.itemsize), "swap_last_axes")
+    else:
+        if a.dtype not in _REAL_TYPES:
+            raise ValueError(f"swap_last_axes: a scaled copy takes float32 or float64, not {a.dtype}")
+        kernel = raw_kernel(_scaled_source(a.dtype), "swap_last_axes_scaled")
+        args += (a.dtype.type(scale),)
+    kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1), args)
     return out
 
 
-def c_contiguous(a):
-    """``a`` as a C-contiguous array: ``a`` itself if it is one; a CuPy 3-D array whose first axis
-    is its contiguous one (a C field's axes reversed, ``b.T``, or a slab of it) copied by
-    :func:`swap_last_axes` with its first and last axes swapped in tiles, one plane of the middle
-    axis at a time, so that reads and writes are coalesced; anything else as ``ascontiguousarray``
-    copies it."""
+def c_contiguous(a, scale: float | None = None):
+    """``a`` as a C-contiguous array, multiplied by ``scale`` where given (a new array then): ``a``
+    itself if it is one; a CuPy 3-D array whose first axis is its contiguous one (a C field's axes
+    reversed, ``b.T``, or a slab of it) copied by :func:`swap_last_axes` with its first and last axes
+    swapped in tiles, one plane of the middle axis at a time, so that reads and writes are coalesced;
+    anything else as ``ascontiguousarray`` copies it."""
     from daskflow.backend import array_module, is_cupy_array
 
-    if a.flags.c_contiguous:
-        return a
-    if not (is_cupy_array(a) and a.ndim == 3 and a.strides[0] == a.itemsize):
-        return array_module(a).ascontiguousarray(a)
+    if not (is_cupy_array(a) and a.ndim == 3 and a.strides[0] == a.itemsize and not a.flags.c_contiguous):
+        xp = array_module(a)
+        out = xp.ascontiguousarray(a)
+        return out if scale is None else xp.multiply(out, out.dtype.type(scale))
     import cupy
 
     out = cupy.empty(a.shape, dtype=a.dtype)
     # per plane i1, tiles of (i2, i0) read along i0 (a's contiguous axis) and written along i2
-    swap_last_axes(a.transpose(1, 2, 0), out.transpose(1, 0, 2))
+    swap_last_axes(a.transpose(1, 2, 0), out.transpose(1, 0, 2), scale)
     return out
 
 

@@ -41,6 +41,9 @@ class SpectralPlan:
     method: str
     pencils: tuple[int, int]
     dtype: np.dtype
+    # False: the inverse periodic transforms are not divided by their lengths, and the solution
+    # comes out multiplied by 1 / inverse_scale (its caller scales it in a pass it makes anyway)
+    normalised: bool = True
     _device_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +82,16 @@ class SpectralPlan:
                 self.z_op, self.z_null, self.boundaries.control_widths(2, self.grid.dzf)
             )
         self.shift = shift
+
+    @property
+    def inverse_scale(self) -> float:
+        """What a solution of this plan is to be multiplied by: 1 where :attr:`normalised`, else
+        ``1 / (nx ny)`` over the periodic ones of x and y (the transforms whose inverses leave out
+        their ``1 / n``; the others are normalised either way)."""
+        if self.normalised:
+            return 1.0
+        (nx, ny, _), (bx, by, _) = self.grid.shape, self.boundaries.bc
+        return 1.0 / ((nx if bx == "PP" else 1) * (ny if by == "PP" else 1))
 
     @property
     def y_last(self) -> bool:

@@ -40,7 +40,7 @@ GRANULARITIES = ("stage", "fused")
 
 class _SpectralSolver:
     def __init__(self, grid: Grid, bc, stagger: str, method: str, pencils, dtype, device: str | None,
-                 granularity: str, identity: float, scale: float, comm: str = "auto") -> None:
+                 granularity: str, identity: float, scale: float, comm: str = "auto", normalised: bool = True) -> None:
         if not isinstance(grid, Grid):
             raise ValueError(f"grid must be a daskflow.Grid, got {type(grid).__name__}")
         if method not in METHODS:
@@ -70,7 +70,7 @@ class _SpectralSolver:
         self.device = device
         self.granularity = granularity
         self.comm = comm
-        self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype)
+        self.plan = SpectralPlan(grid, boundaries, identity, scale, method, self.pencils, self.dtype, normalised)
         self.token = uuid.uuid4().hex  # unique per solver: graph keys never collide between solvers
         self._ptdma_cache: dict = {}
 
@@ -196,14 +196,16 @@ class PoissonSolver(_SpectralSolver):
     arrays on a distributed cluster): ``"stage"`` (one task per chunk per stage and one per piece,
     visible on the dashboard) or ``"fused"`` (one task per worker per solve, pieces sent directly
     between workers); ``comm``: the transport of the fused exchanges, ``"auto"``, ``"nccl"``, ``"ucx"``
-    or ``"mailbox"`` (:mod:`daskflow.pencils.transport`).
+    or ``"mailbox"`` (:mod:`daskflow.pencils.transport`); ``normalised=False`` leaves out the ``1 / n`` of
+    the inverse periodic transforms, so that a caller that makes a pass over the solution anyway
+    multiplies it by ``solver.plan.inverse_scale`` there (the Navier-Stokes step on the GPU).
     """
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", method: str = "ptdma",
                  pencils=(1, 1), dtype="float64", device: str | None = None, granularity: str = "stage",
-                 comm: str = "auto") -> None:
+                 comm: str = "auto", normalised: bool = True) -> None:
         super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity, identity=0.0, scale=1.0,
-                         comm=comm)
+                         comm=comm, normalised=normalised)
 
 
 class HelmholtzSolver(_SpectralSolver):
@@ -211,9 +213,9 @@ class HelmholtzSolver(_SpectralSolver):
 
     def __init__(self, grid: Grid, bc=("PP", "PP", "NN"), stagger: str = "ccc", alpha: float = 1.0,
                  method: str = "ptdma", pencils=(1, 1), dtype="float64", device: str | None = None,
-                 granularity: str = "stage", comm: str = "auto") -> None:
+                 granularity: str = "stage", comm: str = "auto", normalised: bool = True) -> None:
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be a positive number, got {alpha!r}")
         self.alpha = float(alpha)
         super().__init__(grid, bc, stagger, method, pencils, dtype, device, granularity,
-                         identity=1.0, scale=-float(alpha), comm=comm)
+                         identity=1.0, scale=-float(alpha), comm=comm, normalised=normalised)

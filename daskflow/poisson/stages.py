@@ -76,11 +76,15 @@ def forward_y_owned(plan: SpectralPlan, key, a, *_, out=None):
 
 
 def backward_y(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
+    """The inverse y transform of a y-pencil (a periodic y not divided by ny unless
+    :attr:`SpectralPlan.normalised`)."""
     bc, st = plan.boundaries.bc[1], plan.boundaries.stagger[1]
     ny = plan.grid.shape[1]
     if overwrite and bc == "PP" and plan.x_is_complex and transforms.transforms_into(a, a, plan.y_axis):
-        return transforms.fft_into(a, a, inverse=True)  # in place, also in a slab of a larger chunk
-    out = transforms.backward(a, plan.y_axis, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite)
+        # in place, also in a slab of a larger chunk
+        return transforms.fft_into(a, a, inverse=True, normalise=plan.normalised)
+    out = transforms.backward(a, plan.y_axis, bc, st, ny, real_output=not plan.x_is_complex, overwrite=overwrite,
+                              normalise=plan.normalised)
     return _with_boundary_face(out, plan.y_axis, ny, bc)
 
 
@@ -91,9 +95,10 @@ def backward_y_owned(plan: SpectralPlan, key, a, *_):
 
 
 def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None):
-    """The inverse x transform of an x-pencil; written into ``out`` (an array of the result's
-    shape; a new one by default) where cuFFT can (a periodic x on the GPU, ``a`` destroyed: CuPy's
-    ``irfft`` would copy it first), else a new array."""
+    """The inverse x transform of an x-pencil (a periodic x not divided by nx unless
+    :attr:`SpectralPlan.normalised`); written into ``out`` (an array of the result's shape; a new
+    one by default) where cuFFT can (a periodic x on the GPU, ``a`` destroyed: CuPy's ``irfft``
+    would copy it first), else a new array."""
     bc, st = plan.boundaries.bc[0], plan.boundaries.stagger[0]
     nx = plan.grid.shape[0]
     xp = array_module(a)
@@ -101,8 +106,8 @@ def backward_x(plan: SpectralPlan, key, a, *_, overwrite: bool = False, out=None
         out = xp.empty((*a.shape[:-1], nx), dtype=a.real.dtype)
     if (out is not None and overwrite and bc == "PP" and out.shape[-1] == nx
             and transforms.transforms_into(a, out, -1, real_output=True)):
-        return transforms.irfft_into(a, out)
-    out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite)
+        return transforms.irfft_into(a, out, normalise=plan.normalised)
+    out = transforms.backward(a, -1, bc, st, nx, real_output=True, overwrite=overwrite, normalise=plan.normalised)
     return _with_boundary_face(xp.ascontiguousarray(out), -1, nx, bc)
 
 
@@ -134,22 +139,24 @@ def gpu_irfft2():
 
 
 def backward_xy(plan: SpectralPlan, key, a, *_, overwrite: bool = False):
-    """Inverse of :func:`forward_xy`; with ``overwrite`` the spectral chunk ``a`` is destroyed
+    """Inverse of :func:`forward_xy` (periodic axes not divided by their lengths unless
+    :attr:`SpectralPlan.normalised`); with ``overwrite`` the spectral chunk ``a`` is destroyed
     (NumPy: the y transform, and for PP pairs the complex y FFT, run in place in it)."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         nx, ny = plan.grid.shape[:2]
         xp = array_module(a)
+        norm = "backward" if plan.normalised else "forward"
         if xp is not np:
             if overwrite:  # cuFFT's c2r destroys its input: CuPy copies it first unless allowed not to
-                return gpu_irfft2()(a, s=(ny, nx), axes=(-2, -1), overwrite_x=True)
-            return xp.fft.irfft2(a, s=(ny, nx), axes=(-2, -1))
+                return gpu_irfft2()(a, s=(ny, nx), axes=(-2, -1), overwrite_x=True, norm=norm)
+            return xp.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), norm=norm)
         import scipy.fft
 
         workers = cpu_threads()
         if overwrite:  # irfft2 in two passes, the first in place: no complex temporary
-            a = scipy.fft.ifft(a, axis=-2, overwrite_x=True, workers=workers)
-            return scipy.fft.irfft(a, n=nx, axis=-1, workers=workers)
-        return scipy.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), workers=workers)
+            a = scipy.fft.ifft(a, axis=-2, overwrite_x=True, workers=workers, norm=norm)
+            return scipy.fft.irfft(a, n=nx, axis=-1, workers=workers, norm=norm)
+        return scipy.fft.irfft2(a, s=(ny, nx), axes=(-2, -1), workers=workers, norm=norm)
     # backward_y's output is new or (with overwrite) ``a`` itself: backward_x may destroy it
     return backward_x(plan, key, backward_y(plan, key, a, overwrite=overwrite), overwrite=True)
 

@@ -60,21 +60,23 @@ def cuda_cluster(gpus: int, protocol: str = "tcp", rmm_pool_size: str | None = N
                                 dashboard_address=None, **options)
 
 
+def run_times(run, steps: int, sync=lambda: None, repeat: int = 2) -> list[float]:
+    """Seconds of each of ``repeat`` calls ``run(steps)``, timed between two ``sync()``."""
+    times = []
+    for _ in range(repeat):
+        sync()
+        start = time.perf_counter()
+        run(steps)
+        sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def steady(run, steps: int, sync=lambda: None, repeat: int = 2) -> tuple[float, float]:
     """``(seconds per step, seconds per run)`` of ``run(n)`` (one run of ``n`` steps, ``Simulation.run``) from the best
     of ``repeat`` timings of runs of ``steps`` and ``4 * steps`` steps: a run's fixed cost (tasks
     submitted and gathered, solver set-ups) apart from the steps' own."""
-    def best(n: int) -> float:
-        times = []
-        for _ in range(repeat):
-            sync()
-            start = time.perf_counter()
-            run(n)
-            sync()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    short, long = best(steps), best(4 * steps)
+    short, long = min(run_times(run, steps, sync, repeat)), min(run_times(run, 4 * steps, sync, repeat))
     per_step = (long - short) / (3 * steps)
     return per_step, short - steps * per_step
 

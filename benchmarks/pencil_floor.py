@@ -23,10 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import numpy as np
-from channel_step import NESTED, _config, steady
+from channel_step import NESTED, _config, run_times, steady
 
 from daskflow.backend import array_module, device_name
 
@@ -53,13 +52,7 @@ def _on(args, shape, py: int, pz: int, dt: float | None) -> dict:
 def _timed(advance, xp, steps: int, runs: int) -> dict:
     """Median of ``runs`` runs of ``steps`` steps of ``advance(n)``, and the steady per-step time."""
     sync = _sync(xp)
-    times = []
-    for _ in range(runs):
-        sync()
-        start = time.perf_counter()
-        advance(steps)
-        sync()
-        times.append((time.perf_counter() - start) / steps)
+    times = [t / steps for t in run_times(advance, steps, sync, runs)]
     per_step, per_run = steady(advance, steps, sync)
     return {"ms_per_step": 1e3 * float(np.median(times)), "ms_per_step_runs": [1e3 * t for t in times],
             "ms_per_step_steady": 1e3 * per_step, "ms_per_run": 1e3 * per_run}

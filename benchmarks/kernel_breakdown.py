@@ -100,19 +100,25 @@ def one_step(shape: list[int], py: int, pz: int) -> None:
         cupy.cuda.profiler.stop()
 
 
+MS_PER = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}  # ms per unit
+
+
 def summarise(lines: list[str]) -> dict:
     """ncu's raw CSV page (``--csv --page raw --nvtx``, metric ``gpu__time_duration.sum``) as
     ``{"total_ms", "kernels", "rows": [{"stage", "kernel", "calls", "ms"}]}``, the rows by time; a
     kernel's stage is the chain of NVTX ranges open at its launch."""
     rows = list(csv.reader(line for line in lines if line.startswith('"')))
-    head, data = rows[0], rows[2:]  # the second row holds the units
+    head, units, data = rows[0], rows[1], rows[2:]
     kernel, duration = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+    if units[duration] not in MS_PER:
+        raise ValueError(f"kernel_breakdown: durations in {units[duration]!r}, expected one of {sorted(MS_PER)}")
+    to_ms = MS_PER[units[duration]]
     ranges = next(i for i, h in enumerate(head) if "Push/Pop_Range" in h)
     ms, calls = collections.defaultdict(float), collections.Counter()
     for row in data:
         stack = re.findall(r'"<default domain>:([^:]+):', row[ranges])
         key = (" > ".join(stack) or "(outside the stages)", re.sub(r"[<(].*", "", row[kernel]).strip())
-        ms[key] += float(row[duration].replace(",", "")) / 1e6
+        ms[key] += float(row[duration].replace(",", "")) * to_ms
         calls[key] += 1
     ordered = sorted(ms.items(), key=lambda item: -item[1])
     return {"total_ms": sum(ms.values()), "kernels": sum(calls.values()),
@@ -142,8 +148,8 @@ def main() -> None:
         child = [sys.executable, os.path.join(here, "kernel_breakdown.py"), "--step", "--shape",
                  *map(str, args.shape), "--layouts", str(py), str(pz)]
         run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--clock-control", "none",
-                              "--cache-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page",
-                              "raw", *child], capture_output=True, text=True, cwd=here, check=True)
+                              "--cache-control", "none", "--metrics", "gpu__time_duration.sum", "--print-units", "base",
+                              "--csv", "--page", "raw", *child], capture_output=True, text=True, cwd=here, check=True)
         points.append({"pencils": [py, pz], "shape": args.shape, **summarise(run.stdout.splitlines())})
         print(f"({py}, {pz}): {points[-1]['total_ms']:.3f} ms in {points[-1]['kernels']} kernels", file=sys.stderr)
     print(json.dumps({"benchmark": "kernel_breakdown", "device": device_name(cupy), "points": points}, indent=1))

@@ -302,3 +302,25 @@ def test_a_solve_left_unnormalised_is_the_solution_times_the_periodic_lengths(bc
     assert solver.plan.inverse_scale == 1.0 / np.prod(periodic)
     np.testing.assert_array_equal(solver.solve(b) * solver.plan.inverse_scale, want)
     assert PoissonSolver(grid, bc, "ccc").plan.inverse_scale == 1.0
+
+
+def test_a_plans_unnormalised_copy_is_made_once_and_goes_with_it():
+    """The copy shares the plan's cached device arrays but is kept outside that cache: dropping the
+    plan frees both by reference counting (no cycle waiting for a collection), and a pickled plan
+    ships without it."""
+    import gc
+    import pickle
+    import weakref
+
+    plan = PoissonSolver(Grid((8, 6, 4), (1.0, 1.0, 1.0))).plan
+    copy = plan.unnormalised()
+    assert plan.unnormalised() is copy and copy.unnormalised() is copy and not copy.normalised
+    assert copy._device_cache is plan._device_cache and copy not in plan._device_cache.values()
+    assert "_unnormalised" not in pickle.loads(pickle.dumps(plan)).__dict__
+    cache = weakref.ref(plan._device_cache.setdefault("marker", type("Held", (), {})()))
+    gc.disable()
+    try:
+        del plan, copy
+        assert cache() is None
+    finally:
+        gc.enable()

@@ -12,7 +12,6 @@ the halos are filled locally and the solves are the single-device solvers).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,15 +67,10 @@ def _operator_order(a, scale: float = 1.0):
 
 def solving_plan(plan: FlowPlan) -> SpectralPlan:
     """The plan a domain's pressure solves run: on the GPU the flow's, its inverse periodic
-    transforms left unnormalised (``normalised=False``: the solution is scaled in the layout change
-    it goes through anyway, one pass over the field fewer per solve), made once per flow plan;
-    elsewhere the flow's own."""
-    p = plan.poisson_plan
-    if plan.device != "gpu":
-        return p
-    if "unnormalised" not in p._device_cache:  # shares the cache (device arrays, z solvers) with p
-        p._device_cache["unnormalised"] = dataclasses.replace(p, normalised=False)
-    return p._device_cache["unnormalised"]
+    transforms left unnormalised (:meth:`~daskflow.poisson.plan.SpectralPlan.unnormalised`: the
+    solution is scaled in the layout change it goes through anyway, one pass over the field fewer
+    per solve); elsewhere the flow's own."""
+    return plan.poisson_plan.unnormalised() if plan.device == "gpu" else plan.poisson_plan
 
 
 def _fortran(a):

@@ -246,7 +246,8 @@ class DirectExecutor:
         """The body of a transpose in ``slabs`` slabs; ``posted`` holds the posts not yet waited for."""
         for i in range(slabs):  # every slab's pieces leave before the first slab is assembled
             # a slab's blocks are new arrays or slabs of ``whole``, unchanged until the joins below:
-            # a participant's own pieces are swapped into place there, not cut and copied again
+            # a participant's own pieces are swapped into place there, not cut and copied again (each
+            # slab's block stays alive until then: at most a chunk's worth more, for a pass fewer)
             part = {k: run_chain(self.plan, k, before, x[planes[k][i]]) for k, x in whole.items()}
             posted.append(self.post(part, keys, sources, cut, None if site is None else f"{site}/{i}", collective=True,
                                     joined=True))

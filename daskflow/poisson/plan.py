@@ -18,6 +18,7 @@ be shipped to Dask workers; heavy per-chunk coefficients are computed where the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,16 @@ class SpectralPlan:
             )
         self.shift = shift
 
+    def unnormalised(self) -> SpectralPlan:
+        """This plan with :attr:`normalised` False, made once and kept with it (outside the cache
+        the two share, so that dropping this plan frees its device arrays at once)."""
+        if not self.normalised:
+            return self
+        copy = self.__dict__.get("_unnormalised")
+        if copy is None:
+            copy = self.__dict__["_unnormalised"] = dataclasses.replace(self, normalised=False)
+        return copy
+
     @property
     def inverse_scale(self) -> float:
         """What a solution of this plan is to be multiplied by: 1 where :attr:`normalised`, else
@@ -141,6 +152,7 @@ class SpectralPlan:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_device_cache"] = {}
+        state.pop("_unnormalised", None)
         return state
 
 

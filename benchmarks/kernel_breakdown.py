@@ -70,28 +70,23 @@ def one_step(shape: list[int], py: int, pz: int) -> None:
     import cupy
     import dask
     from channel_step import _config
-    from pencil_floor import mirrored_stepper, pencil_state
+    from pencil_floor import mirrored_pencil
 
     from daskflow import Simulation
-    from daskflow.ns import graphs, runs
+    from daskflow.ns import graphs
 
     _wrap_stages()
     config = _config([shape[0], shape[1] * py, shape[2] * pz], "z", (py, pz), cfl_every=10, dt=0.01)
     with dask.config.set({"daskflow.profile-phases": True}):  # uncaptured: the ranges see every launch
-        sim = Simulation(config)
         if (py, pz) == (1, 1):
+            sim = Simulation(config)
+
             def advance(n):
                 sim.run(steps=n)
         else:
-            plan = sim._flow_plan
-            stepper = mirrored_stepper(plan, cupy)
+            _, _, stepper, _, advance = mirrored_pencil(config)
             # the transposes in slabs as the captured step of pencils of this size runs them
             stepper.domain.pipeline_pressure_transposes(graphs.transpose_slabs(stepper.domain))
-            state = pencil_state(stepper, sim.state)
-            del sim
-
-            def advance(n):
-                runs.advance_pencil(plan, stepper, state, n, None)
         advance(3)
         cupy.cuda.Device().synchronize()
         cupy.cuda.profiler.start()

@@ -25,21 +25,10 @@ import json
 import sys
 
 import numpy as np
-from channel_step import NESTED, _config, run_times, steady
+from channel_step import _config, _per_step_ms, run_times, steady
+from emit import device_synchronize
 
 from daskflow.backend import array_module, device_name
-
-
-def _sync(xp):
-    return xp.cuda.Device().synchronize if hasattr(xp, "cuda") else (lambda: None)
-
-
-def _phases(clock, steps: int) -> dict:
-    """A phase clock's report as ms per step, the rest of the step (local operators) included."""
-    out = {phase: 1e3 * entry["seconds"] / steps for phase, entry in clock.report().items()}
-    timed = sum(v for k, v in out.items() if k != "task" and not k.startswith(NESTED))
-    out["local operators (rest)"] = out["task"] - timed
-    return out
 
 
 def _on(args, shape, py: int, pz: int, dt: float | None) -> dict:
@@ -49,11 +38,10 @@ def _on(args, shape, py: int, pz: int, dt: float | None) -> dict:
     return config
 
 
-def _timed(advance, xp, steps: int, runs: int) -> dict:
+def _timed(advance, steps: int, runs: int) -> dict:
     """Median of ``runs`` runs of ``steps`` steps of ``advance(n)``, and the steady per-step time."""
-    sync = _sync(xp)
-    times = [t / steps for t in run_times(advance, steps, sync, runs)]
-    per_step, per_run = steady(advance, steps, sync)
+    times = [t / steps for t in run_times(advance, steps, device_synchronize, runs)]
+    per_step, per_run = steady(advance, steps, device_synchronize)
     return {"ms_per_step": 1e3 * float(np.median(times)), "ms_per_step_runs": [1e3 * t for t in times],
             "ms_per_step_steady": 1e3 * per_step, "ms_per_run": 1e3 * per_run}
 
@@ -71,7 +59,7 @@ def _profiled(make_stepper, advance, device: str, steps: int) -> dict:
         stepper.domain = TimedDomain(stepper.domain, clock)
         with clock("task"):
             advance(stepper, steps)
-    return _phases(clock, steps)
+    return _per_step_ms(clock.report(), steps)
 
 
 def one_pencil(args) -> dict:
@@ -82,7 +70,7 @@ def one_pencil(args) -> dict:
     sim = Simulation(_on(args, args.shape, 1, 1, args.dt))
     sim.run(steps=2)
     before = graphs.local_counts()
-    row = _timed(lambda n: sim.run(steps=n), sim.xp, args.steps, args.runs)
+    row = _timed(lambda n: sim.run(steps=n), args.steps, args.runs)
     row["cuda_graphs"] = {k: v - before[k] for k, v in graphs.local_counts().items()}
     stepper, domain = sim.stepper, sim.stepper.domain
     try:
@@ -117,16 +105,14 @@ def pencil_state(stepper, whole):
     return State(*fields, whole.time, whole.step, whole.dt, [], whole.forcing_gradient)
 
 
-def mirrored(args, py: int, pz: int, dt: float) -> dict:
-    """Rank 0 of pencils ``(py, pz)`` of the weak-scaled grid, its peers mirrored, with a fixed step
-    size ``dt``: the mirrored fields are not a flow's (:mod:`daskflow.pencils.mirror`), so a CFL
-    step size would follow them wherever they go."""
+def mirrored_pencil(config: dict):
+    """``(plan, xp, stepper, state, advance)`` of rank 0 of the pencils of simulation ``config``, its
+    peers mirrored; ``advance(n, stepper=None)`` runs ``n`` steps (of another stepper of it where
+    given). The whole fields, made for its initial condition, are dropped once it is cut out."""
     from daskflow import Simulation
-    from daskflow.ns import graphs, runs
+    from daskflow.ns import runs
 
-    nx, ny, nz = args.shape
-    shape = [nx, ny * py, nz * pz]
-    sim = Simulation(_on(args, shape, py, pz, dt))
+    sim = Simulation(config)
     plan, xp = sim._flow_plan, sim.xp
     stepper = mirrored_stepper(plan, xp)
     state = pencil_state(stepper, sim.state)
@@ -135,9 +121,21 @@ def mirrored(args, py: int, pz: int, dt: float) -> dict:
     def advance(n, on=None):
         runs.advance_pencil(plan, on or stepper, state, n, None)
 
+    return plan, xp, stepper, state, advance
+
+
+def mirrored(args, py: int, pz: int, dt: float) -> dict:
+    """Rank 0 of pencils ``(py, pz)`` of the weak-scaled grid, its peers mirrored, with a fixed step
+    size ``dt``: the mirrored fields are not a flow's (:mod:`daskflow.pencils.mirror`), so a CFL
+    step size would follow them wherever they go."""
+    from daskflow.ns import graphs, runs
+
+    nx, ny, nz = args.shape
+    shape = [nx, ny * py, nz * pz]
+    plan, xp, _, state, advance = mirrored_pencil(_on(args, shape, py, pz, dt))
     advance(2)
     before = graphs.local_counts()
-    row = _timed(advance, xp, args.steps, args.runs)
+    row = _timed(advance, args.steps, args.runs)
     row["cuda_graphs"] = {k: v - before[k] for k, v in graphs.local_counts().items()}
     row["phases_ms_per_step"] = _profiled(lambda clock: mirrored_stepper(plan, xp, clock),
                                           lambda timed, n: advance(n, timed), args.device, args.steps)

@@ -200,6 +200,24 @@ def test_layout_changes_through_tiles_give_the_bits_of_cupys_copies(cupy, rng, d
             np.testing.assert_array_equal(got.get(), (cupy.ascontiguousarray(src) * dtype(0.125)).get())
 
 
+def test_both_transforms_of_a_reversed_c_field_are_those_of_its_contiguous_copy(cupy, rng):
+    """``forward_xy`` of a C field's memory-order view (what a (1, pz) pencil's solve gets; a z slab
+    of it too) goes through the tiled copy: the bits of the contiguous input's transform, and
+    NumPy's spectrum."""
+    from daskflow.bc import Boundaries
+    from daskflow.poisson import stages
+    from daskflow.poisson.plan import SpectralPlan
+
+    grid = Grid((16, 12, 10), (2.0, 1.0, 2.0), z_stretch=1.5)
+    plan = SpectralPlan(grid, Boundaries.parse(("PP", "PP", "NN"), "ccc"), 1.0, 0.0, "ptdma", (1, 1), np.float64)
+    field = rng.standard_normal(grid.shape)
+    on_device = cupy.asarray(field)  # C-ordered (x, y, z)
+    for view, host in ((on_device.T, field.T), (on_device.T[3:], field.T[3:])):
+        got = stages.forward_xy(plan, (0, 0), view)
+        np.testing.assert_array_equal(got.get(), stages.forward_xy(plan, (0, 0), cupy.ascontiguousarray(view)).get())
+        _close(got, stages.forward_xy(plan, (0, 0), np.ascontiguousarray(host)), 1e-12)
+
+
 @pytest.mark.parametrize("pencils", [(1, 1), (2, 1), (2, 2)])
 @pytest.mark.parametrize("bc", [("PP", "PP", "NN"), ("PP", "DD", "DN"), ("NN", "PP", "DD")])
 def test_gpu_solves_left_unnormalised_are_the_solution_times_the_periodic_lengths(cupy, rng, bc, pencils):

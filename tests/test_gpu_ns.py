@@ -223,11 +223,13 @@ def test_the_halo_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
         halos.fill_halos(stack, periodic_y, {})
 
 
+@pytest.mark.parametrize("z_walls", [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_z_ghosts_padded_with_the_fields_give_the_array_codes_bits(cupy, rng, dtype):
-    """With no z neighbour (one z chunk between walls) the padding launch also sets the z ghosts of
-    the interior y rows and the ring launch only the y ghosts and their corners: the bits of the
-    array code's round, for every pattern of received y faces and a periodic y."""
+def test_z_ghosts_padded_with_the_fields_give_the_array_codes_bits(cupy, rng, dtype, z_walls):
+    """On a z side that is a wall (one z chunk between walls, or the first or last of several) the
+    padding launch also sets the z ghosts of the interior y rows and the ring launch only the y
+    ghosts, the other side's plane and the corners: the bits of the array code's round, for every
+    pattern of received y faces and a periodic y."""
     import itertools
 
     from daskflow.ns import halos
@@ -236,14 +238,22 @@ def test_z_ghosts_padded_with_the_fields_give_the_array_codes_bits(cupy, rng, dt
     arrays = [cupy.asarray(rng.standard_normal(shape).astype(dtype)) for _ in HALO_FIELDS]
     arrays[1] = cupy.asfortranarray(arrays[1])
     periodic_y = [(("PP", "PP", p[2]), v, c) for p, v, c in HALO_FIELDS]
+    count, nx2 = len(arrays), shape[0] + 2
+
+    def piece(oy, oz):
+        return cupy.asarray(rng.standard_normal((count, nx2, shape[1] if oy == 0 else 1,
+                                                 shape[2] if oz == 0 else 1)).astype(dtype))
+
     for fields, faces in itertools.product((HALO_FIELDS, periodic_y), itertools.product((False, True), repeat=2)):
         if fields is periodic_y and not all(faces):
             continue
         bcs = [((pairs, values), component) for pairs, values, component in fields]
-        received = {(oy, 0): cupy.asarray(rng.standard_normal((len(arrays), shape[0] + 2, 1, shape[2])).astype(dtype))
-                    for oy, got in zip((-1, 1), faces, strict=True) if got}
-        got, _, rules = halos.prepare(arrays, bcs, z_local=True)
-        halos.fill_halos(got, rules, received, z_local=True)
+        received = {(oy, 0): piece(oy, 0) for oy, got in zip((-1, 1), faces, strict=True) if got}
+        for oz in [2 * side - 1 for side, wall in enumerate(z_walls) if not wall]:  # a z neighbour there
+            received[(0, oz)] = piece(0, oz)
+            received.update({(oy, oz): piece(oy, oz) for oy in (-1, 1) if (oy, 0) in received})
+        got, _, rules = halos.prepare(arrays, bcs, z_walls=z_walls)
+        halos.fill_halos(got, rules, received, z_walls=z_walls)
         with _array_code():
             want, _, rules = halos.prepare(arrays, bcs)
             halos.fill_halos(want, rules, received)

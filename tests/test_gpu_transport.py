@@ -291,15 +291,22 @@ def test_a_killed_worker_with_nccl_recovers_from_the_checkpoint(tmp_path, pencil
 
 
 def test_ucx_steps_equal_the_mailbox_bit_for_bit_on_gpus():
-    """UCXX endpoints between GPU workers (CuPy pieces, Dask's own comms over TCP)."""
-    _needs(2)
+    """UCXX endpoints between GPU workers (CuPy pieces, Dask's own comms over TCP); on a host with
+    one GPU, two workers share it (UCX moves device pieces between processes of one GPU too)."""
+    _needs(1)
     from daskflow.pencils import ucx
 
     if not ucx.available():  # installed is not enough: UCXX loads its UCX libraries at import
         pytest.skip("needs UCXX that imports")
     from distributed import Client
 
-    with _cluster(2, protocol="tcp") as cluster, Client(cluster) as client:
+    from daskflow.cluster import shared_gpu_cluster_class
+
+    cluster = (_cluster(2, protocol="tcp") if _visible_gpus() >= 2 else
+               shared_gpu_cluster_class()(CUDA_VISIBLE_DEVICES="0", n_workers=2, protocol="tcp",
+                                          dashboard_address=None))
+    with cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
         for pencils in ((2, 1), (1, 2)):
             runs = {}
             for comm in ("mailbox", "ucx"):

@@ -278,3 +278,13 @@ def test_the_workers_load_the_store_with_the_set_up(tmp_path):
         assert not any(client.run(loaded).values())
         Simulation(cfg, client=client)
         assert all(client.run(loaded).values())
+
+
+def test_the_wall_sides_of_a_pencil_are_its_non_periodic_z_ends():
+    from daskflow.ns.halos import wall_sides
+    from daskflow.pencils.layout import Decomposition
+
+    dec = Decomposition((8, 8, 12), (5, 8), (2, 3))
+    assert [wall_sides(dec, (1, q), False) for q in range(3)] == [(True, False), (False, False), (False, True)]
+    assert wall_sides(Decomposition((8, 8, 12), (5, 8), (2, 1)), (0, 0), False) == (True, True)
+    assert wall_sides(dec, (0, 0), True) == (False, False)

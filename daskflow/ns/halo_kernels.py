@@ -83,14 +83,16 @@ __device__ __forceinline__ T y_ghost(const T* S, const T* face, const int got, c
 }}
 
 // One thread per ghost point of the (y, z) ring of a padded x row (2 nz y ghosts on the interior z,
-// then the two z ghost planes' ny + 2 points, or with z_done only their 4 points on the y ghost
-// rows: the padding set the rest by the same rules), the rows of every field on blockIdx.y. Each
+// then each z ghost plane's ny + 2 points, or on a side z_done marks (bit 0 lower, bit 1 upper) only
+// its 2 points on the y ghost rows: the padding set the rest by the same rules), the rows of every
+// field on blockIdx.y. Each
 // value comes from a received piece or the field's wall rules, y before z, as fill_halos makes it;
 // a z-wall ghost beside a y ghost computes that y ghost itself (another thread writes it).
 extern "C" __global__ void fill_ring(T* S, const T* y0, const T* y1, const T* z0, const T* z1,
         const T* e00, const T* e01, const T* e10, const T* e11, const int got, const int* rules,
         const T* walls, const int rows, const int nx2, const int ny, const int nz, const int z_done) {{
-    const unsigned int ring = 2 * nz + (z_done ? 4 : 2 * (ny + 2)), t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n0 = (z_done & 1) ? 2 : ny + 2, n1 = (z_done & 2) ? 2 : ny + 2;  // z ghosts per plane written
+    const unsigned int ring = 2 * nz + n0 + n1, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= ring) return;
     const unsigned int pz = nz + 2, plane = (ny + 2) * pz;
     const T* yface[2] = {{y0, y1}};
@@ -107,8 +109,8 @@ extern "C" __global__ void fill_ring(T* S, const T* y0, const T* y1, const T* z0
                 y_ghost(S, yface[s], got >> s & 1, base, r, s, k, ny, nz, rule[s], w[s]);
             continue;
         }}
-        const int u = t - 2 * nz, s = z_done ? u >> 1 : u / (ny + 2);
-        const int j = z_done ? (u & 1) * (ny + 1) : u - s * (ny + 2), k = s ? nz + 1 : 0;
+        const int u = t - 2 * nz, s = u >= n0 ? 1 : 0, i = u - s * n0;
+        const int j = (z_done >> s & 1) ? i * (ny + 1) : i, k = s ? nz + 1 : 0;
         const int ys = j == 0 ? 0 : 1, y_interior = j >= 1 && j <= ny;
         T v;
         if (got >> (2 + s) & 1) {{
@@ -128,10 +130,12 @@ extern "C" __global__ void fill_ring(T* S, const T* y0, const T* y1, const T* z0
 """
 
 
-def fill_ring(stack, rules: list[int], walls: list[float], received: dict, z_done: bool = False) -> None:
+def fill_ring(stack, rules: list[int], walls: list[float], received: dict,
+              z_done: tuple[bool, bool] = (False, False)) -> None:
     """The y and z ghosts of the C-contiguous padded stack ``(count, nx + 2, ny + 2, nz + 2)`` (its
-    x ghosts and interior set; with ``z_done`` also the z ghosts of its interior y rows, by the
-    padding kernel) in one launch, as :func:`daskflow.ns.halos.fill_halos` sets them:
+    x ghosts and interior set; on the z sides ``z_done`` marks, lower and upper, also the z ghosts of
+    its interior y rows, by the padding kernel) in one launch, as
+    :func:`daskflow.ns.halos.fill_halos` sets them:
     ``received[(oy, oz)]`` the neighbours' faces ``(count, nx + 2, 1, nz)`` / ``(count, nx + 2, ny,
     1)`` and edges ``(count, nx + 2, 1, 1)``; a side without its piece follows ``rules`` (per field
     y lower, y upper, z lower, z upper: :func:`daskflow.ns.operators.ghost_rule`, never a wrap) and
@@ -144,7 +148,8 @@ def fill_ring(stack, rules: list[int], walls: list[float], received: dict, z_don
     pieces = [stack if p is None else cupy.ascontiguousarray(p) for p in pieces]
     dtype = stack.dtype
     kernel = _kernel(_HALO_SOURCE, "fill_ring", dtype, _FIELD_OPTIONS)
-    ring = 2 * (nz2 - 2) + (4 if z_done else 2 * ny2)
+    ring = 2 * (nz2 - 2) + sum(2 if done else ny2 for done in z_done)
+    done = sum(1 << side for side, d in enumerate(z_done) if d)
     _launch(kernel, ring, count * nx2,
             (stack, *pieces, np.int32(got), device_constant(cupy, rules, np.int32), device_constant(cupy, walls, dtype),
-             np.int32(count * nx2), np.int32(nx2), np.int32(ny2 - 2), np.int32(nz2 - 2), np.int32(z_done)))
+             np.int32(count * nx2), np.int32(nx2), np.int32(ny2 - 2), np.int32(nz2 - 2), np.int32(done)))

@@ -26,23 +26,30 @@ def halo_round(ex, dec, key: tuple[int, int], periodic_yz: tuple[bool, bool], ar
     component)``) of pencil ``key`` of decomposition ``dec``, its ghosts from the exchange through
     executor ``ex``, and every participant's ``value`` riding on it (a host number, or a 0-d device
     array; see :func:`daskflow.pencils.halo.exchange`)."""
-    # z ghosts that come from no neighbour (one z chunk, walls) are the padding kernel's on the GPU
-    z_local = dec.pz == 1 and not periodic_yz[1]
+    z_walls = wall_sides(dec, key, periodic_yz[1])
     if fused(arrays[0]) and not isinstance(value, (int, float)):  # device pieces only: they move during the padding
         counts = tuple(dec.pencils)
         posted = halo.post(ex, dec, key, periodic_yz, pieces(arrays, bcs, halo.sent(key, counts, periodic_yz)), value)
         try:
-            stack, _, rules = prepare(arrays, bcs, z_local)
+            stack, _, rules = prepare(arrays, bcs, z_walls)
         except BaseException:  # the device waits for the transfer before its buffers go back to the pool
             with contextlib.suppress(Exception):
                 halo.complete(ex, posted)
             raise
         received, gathered = halo.complete(ex, posted)
     else:
-        stack, block, rules = prepare(arrays, bcs, z_local)
+        stack, block, rules = prepare(arrays, bcs, z_walls)
         received, gathered = halo.exchange(ex, dec, key, periodic_yz, block, value)
-    fill_halos(stack, rules, received, z_local)
+    fill_halos(stack, rules, received, z_walls)
     return stack, gathered
+
+
+def wall_sides(dec, key: tuple[int, int], periodic_z: bool) -> tuple[bool, bool]:
+    """Which z sides (lower, upper) of pencil ``key`` are walls: no neighbour's plane comes from
+    there, so the GPU's padding kernel sets those z ghosts (:func:`prepare`) by the wall rules, in
+    the contiguous writes of each padded row, instead of the ring kernel's one element per sector."""
+    q = key[1]
+    return (not periodic_z and q == 0, not periodic_z and q == dec.pz - 1)
 
 
 def pieces(arrays: list, bcs: list, offsets) -> dict:
@@ -62,13 +69,13 @@ def _x_rules(pairs, component) -> list[int]:
     return [ops.ghost_rule(pairs[0], side, component == 0) for side in (0, 1)]
 
 
-def prepare(arrays: list, bcs: list, z_local: bool = False) -> tuple:
+def prepare(arrays: list, bcs: list, z_walls: tuple[bool, bool] = (False, False)) -> tuple:
     """The first part of a halo round: ``(stack, block, rules)``, the padded copies of
     ``arrays`` as one stack with their x ghosts set, its x-padded interior (what the neighbours
     get planes of) and each field's ``(pairs, values, component)`` (``bcs[i] = ((pairs,
-    values), component)``). With ``z_local`` (no z neighbour: the z ghosts follow the walls) the
-    GPU's padding kernel also sets the z ghosts of the interior y rows, which
-    :func:`fill_halos` then leaves as they are."""
+    values), component)``). On each z side that ``z_walls`` marks (lower, upper: a wall, no
+    neighbour, :func:`wall_sides`) the GPU's padding kernel also sets the z ghosts of the interior
+    y rows, which :func:`fill_halos` then leaves as they are."""
     rules = [(pairs, values, component) for (pairs, values), component in bcs]
     if fused(arrays[0]):  # one padding kernel per field; its y (and z) ghosts are refilled by fill_halos
         from daskflow.ns import kernels
@@ -77,10 +84,10 @@ def prepare(arrays: list, bcs: list, z_local: bool = False) -> tuple:
         stack = ops.stacked_fields(array_module(first), len(arrays), tuple(n + 2 for n in first.shape),
                                    first.dtype)
         for a, field, (pairs, values, component) in zip(arrays, stack, rules, strict=True):
-            z_rules, z_walls = [ops.COPY] * 2, [0.0, 0.0]
-            if z_local:
-                z_rules, z_walls = [ops.ghost_rule(pairs[2], side, component == 2) for side in (0, 1)], values[2]
-            kernels.pad(a, _x_rules(pairs, component) + [ops.COPY] * 2 + z_rules, [*values[0], 0.0, 0.0, *z_walls],
+            z_rules = [ops.ghost_rule(pairs[2], side, component == 2) if wall else ops.COPY
+                       for side, wall in enumerate(z_walls)]
+            z_values = [values[2][side] if wall else 0.0 for side, wall in enumerate(z_walls)]
+            kernels.pad(a, _x_rules(pairs, component) + [ops.COPY] * 2 + z_rules, [*values[0], 0.0, 0.0, *z_values],
                         out=field)
         return stack, stack[:, :, 1:-1, 1:-1], rules
     stack = ops.padded_copies(arrays)
@@ -89,7 +96,7 @@ def prepare(arrays: list, bcs: list, z_local: bool = False) -> tuple:
     return stack, block, rules
 
 
-def fill_halos(stack, bcs: list, received: dict, z_local: bool = False) -> None:
+def fill_halos(stack, bcs: list, received: dict, z_walls: tuple[bool, bool] = (False, False)) -> None:
     """The y and z ghosts of the padded stack of fields ``stack`` (x ghosts set;
     ``bcs[i] = (pairs, values, component)`` of field ``i``) from the ``received`` pieces of
     :func:`daskflow.pencils.halo.exchange` or, beyond walls, from the boundary conditions: y first
@@ -97,10 +104,10 @@ def fill_halos(stack, bcs: list, received: dict, z_local: bool = False) -> None:
     padding y and then z one after the other would. A received face or edge is one operation for all
     the fields, a wall side one for its whole plane (edges included) per field, or one for all of
     them where their conditions agree; on the GPU one kernel sets them all, with the same values
-    (:func:`daskflow.ns.halo_kernels.fill_ring`), there only the corners of the z ghosts where
-    :func:`prepare` set the rest (``z_local``)."""
+    (:func:`daskflow.ns.halo_kernels.fill_ring`), there only the corners of the z ghosts on the
+    sides where :func:`prepare` set the rest (``z_walls``)."""
     if fused(stack):
-        _fill_ring(stack, bcs, received, z_local)
+        _fill_ring(stack, bcs, received, z_walls)
         return
     plane = {-1: 0, 1: stack.shape[3] - 1}
     row = {-1: 0, 1: stack.shape[2] - 1}
@@ -132,7 +139,7 @@ def fused(a) -> bool:
     return array_module(a) is not np and ops.FUSED_GPU
 
 
-def _fill_ring(stack, bcs: list, received: dict, z_local: bool) -> None:
+def _fill_ring(stack, bcs: list, received: dict, z_walls: tuple[bool, bool]) -> None:
     """:func:`fill_halos` in one launch: each field's wall rules on y and z, a periodic side always
     from its (possibly own) neighbour's piece."""
     from daskflow.ns import halo_kernels
@@ -147,4 +154,4 @@ def _fill_ring(stack, bcs: list, received: dict, z_local: bool) -> None:
                     raise ValueError(f"periodic axis {'xyz'[axis]} without its neighbour's halo piece {key}")
                 rules.append(rule)
                 walls.append(values[axis][side])
-    halo_kernels.fill_ring(stack, rules, walls, received, z_local)
+    halo_kernels.fill_ring(stack, rules, walls, received, z_walls)

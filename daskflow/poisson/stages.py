@@ -118,14 +118,17 @@ def backward_x_owned(plan: SpectralPlan, key, a, *_, out=None):
 
 def forward_xy(plan: SpectralPlan, key, a, *_):
     """Both transforms on a chunk that holds all of x and y (a fused 2-D FFT when both are PP).
-    ``a`` is left unchanged; the x transform's output is transformed along y in place."""
+    ``a`` is left unchanged; the x transform's output is transformed along y in place. On the GPU
+    ``a`` is made C-contiguous by the tiled copy first, as in :func:`forward_x` (CuPy's FFT would
+    copy a memory-order view of a C-ordered field itself, uncoalesced, and transform it axis by
+    axis through further copies)."""
     if plan.boundaries.bc[:2] == ("PP", "PP"):
         xp = array_module(a)
         if xp is np:
             import scipy.fft
 
             return scipy.fft.rfft2(a, axes=(-2, -1), workers=cpu_threads())
-        return xp.ascontiguousarray(xp.fft.rfft2(a, axes=(-2, -1)))
+        return xp.ascontiguousarray(xp.fft.rfft2(c_contiguous(a), axes=(-2, -1)))
     return forward_y(plan, key, forward_x(plan, key, a), overwrite=True)
 
 

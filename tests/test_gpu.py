@@ -161,6 +161,24 @@ def test_swapped_cut_kernel_gives_the_array_code_bits(cupy, rng, dtype, shape, p
     np.testing.assert_array_equal(got.get(), cut_swapped(a, piece))
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.float64])
+@pytest.mark.parametrize("piece", [slice(-1, 9), slice(62, 71), slice(-3, 68), slice(69, 72), slice(-2, 0)])
+def test_wrapped_columns_are_swapped_in_one_launch_with_the_array_code_bits(cupy, rng, dtype, piece):
+    """Columns that run past either end of a periodic last axis (the pressure rows around y): one
+    kernel launch gives the bits of the NumPy cut, into a new array and into a slice of a chunk."""
+    from daskflow.pencils.layout import cut_swapped, swap_into
+
+    a = rng.standard_normal((5, 37, 70)).astype(dtype)
+    want = cut_swapped(a, piece)
+    assert want.shape == (5, piece.stop - piece.start, 37)
+    np.testing.assert_array_equal(want, np.take(a, np.arange(piece.start, piece.stop) % 70, axis=2).swapaxes(1, 2))
+    np.testing.assert_array_equal(cut_swapped(cupy.asarray(a), piece).get(), want)
+    chunk = cupy.zeros((5, want.shape[1], 80), dtype)
+    swap_into(cupy.asarray(a), piece, chunk[:, :, 3:40])
+    np.testing.assert_array_equal(chunk[:, :, 3:40].get(), want)
+    assert not chunk[:, :, :3].any() and not chunk[:, :, 40:].any()
+
+
 @pytest.mark.parametrize("dtype", [np.complex128, np.float32])
 def test_a_piece_kept_by_its_participant_is_swapped_into_place(cupy, rng, dtype):
     """The swap kernel writes into a slice of the assembled chunk (strided rows): the bits of the

@@ -198,6 +198,18 @@ def test_a_swapped_cut_is_the_contiguous_swapped_piece(rng):
     np.testing.assert_array_equal(piece, a[:, :, 2:6].swapaxes(1, 2))
 
 
+def test_a_swapped_cut_may_wrap_around_the_periodic_axis_once(rng):
+    from daskflow.pencils.kernels import wrapped_range
+    from daskflow.pencils.layout import cut_swapped
+
+    a = rng.standard_normal((2, 3, 5))
+    np.testing.assert_array_equal(cut_swapped(a, slice(-1, 6)), a[:, :, [4, 0, 1, 2, 3, 4, 0]].swapaxes(1, 2))
+    assert wrapped_range(slice(2, 4), 5) == (2, 0, 2) and wrapped_range(slice(-1, 3), 5) == (4, 5, 4)
+    for bad in (slice(-1, 7), slice(0, 4, 2), slice(-6, -2), slice(4, 11)):
+        with pytest.raises(ValueError, match="columns"):
+            cut_swapped(a, bad)
+
+
 def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):
     """A participant's own piece is swapped straight into the assembled chunk: the same bits as its
     cut and a concatenation, in any position among received pieces."""
@@ -218,11 +230,12 @@ def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):
         np.testing.assert_array_equal(into, want)
 
 
-def test_a_deferred_piece_of_wrapped_rows_is_assembled_part_by_part(rng):
+def test_a_deferred_piece_of_wrapped_rows_is_assembled_in_its_place(rng):
     """A participant's own piece whose y rows wrap (the pressure rows of pencils (py, 1)) is
-    three swaps straight into its place: the bits of the cut that copies them first."""
+    swapped straight into its place: the bits of the cut that copies it first, which holds the
+    rows of both neighbours around the periodic y."""
     from daskflow.bc import Boundaries
-    from daskflow.pencils.layout import SwappedParts, assemble
+    from daskflow.pencils.layout import SwappedPiece, assemble
     from daskflow.poisson import algorithms
     from daskflow.poisson.plan import SpectralPlan
 
@@ -236,8 +249,11 @@ def test_a_deferred_piece_of_wrapped_rows_is_assembled_part_by_part(rng):
         for mine in range(2):
             pieces = [cut.local(plan, (s, 0), b, dst) if s == mine else cut(plan, (s, 0), b, dst)
                       for s, b in enumerate(blocks)]
-            assert isinstance(pieces[mine], SwappedParts) and pieces[mine].shape == (4, 6, 3)
+            assert isinstance(pieces[mine], SwappedPiece) and pieces[mine].shape == (4, 6, 3)
             np.testing.assert_array_equal(assemble(pieces, 2), want)
+        rows = [(4 * dst[0] + k) % 8 for k in range(-1, 5)]  # the 4 y rows of dst and one on each side
+        for s, b in enumerate(blocks):
+            np.testing.assert_array_equal(want[:, :, 3 * s:3 * s + 3], b[:, :, rows].swapaxes(1, 2))
 
 
 def test_a_transpose_defers_only_the_pieces_a_participant_keeps(rng):

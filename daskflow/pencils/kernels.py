@@ -26,14 +26,17 @@ _SOURCE = r"""
 typedef {T} T;
 extern "C" __global__ void {name}(const T* src, T* dst, const long long s0, const long long s1,
                                           const long long s2, const long long d0, const long long d1,
-                                          const long long d2, const int rows, const int cols{scale_arg}) {{
-    // src[b, r, c] (element strides s0, s1, s2) -> dst[b, c, r] (element strides d0, d1, d2)
+                                          const long long d2, const int rows, const int cols, const int first,
+                                          const int period{scale_arg}) {{
+    // src[b, r, first + c] (element strides s0, s1, s2; the column taken modulo period where that is
+    // not 0: a periodic axis) -> dst[b, c, r] (element strides d0, d1, d2)
     __shared__ T tile[32][33];
     const long long b = blockIdx.z;
     const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {{
         const int r = r0 + j, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[j][threadIdx.x] = src[b * s0 + r * s1 + c * s2]{scale_op};
+        const int cs = period ? (first + c) % period : first + c;
+        if (r < rows && c < cols) tile[j][threadIdx.x] = src[b * s0 + r * s1 + cs * s2]{scale_op};
     }}
     __syncthreads();
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {{
@@ -58,14 +61,19 @@ def _scaled_source(dtype: np.dtype) -> str:
                           scale_op=" * scale")
 
 
-def swap_last_axes(a, out=None, scale: float | None = None):
+def swap_last_axes(a, out=None, scale: float | None = None, columns: slice | None = None):
     """CuPy ``a`` ``(nb, rows, cols)`` (any strides) with its last two axes swapped, written into
     ``out`` ``(nb, cols, rows)`` of the same dtype (any strides, e.g. a slice of a larger chunk;
     by default a new C-contiguous array), which is returned; with ``scale`` (real ``a`` only) every
-    value multiplied by it on the way."""
+    value multiplied by it on the way. With ``columns`` only those columns of ``a`` are taken
+    (``cols`` is then their count): a range that may run past either end of ``a``'s last axis,
+    which is then periodic (rows that wrap around a periodic y), in one launch."""
     import cupy
 
     nb, rows, cols = a.shape
+    first, period = 0, 0
+    if columns is not None:
+        first, period, cols = wrapped_range(columns, cols)
     if out is None:
         out = cupy.empty((nb, cols, rows), dtype=a.dtype)
     elif out.shape != (nb, cols, rows) or out.dtype != a.dtype:
@@ -73,7 +81,8 @@ def swap_last_axes(a, out=None, scale: float | None = None):
                          f"{(nb, cols, rows)} {a.dtype}")
     if out.size == 0:
         return out
-    args = (a, out, *element_strides(a), *element_strides(out), np.int32(rows), np.int32(cols))
+    args = (a, out, *element_strides(a), *element_strides(out), np.int32(rows), np.int32(cols), np.int32(first),
+            np.int32(period))
     if scale is None:
         kernel = raw_kernel(_source(a.itemsize), "swap_last_axes")
     else:
@@ -83,6 +92,18 @@ def swap_last_axes(a, out=None, scale: float | None = None):
         args += (a.dtype.type(scale),)
     kernel(((cols + 31) // 32, (rows + 31) // 32, nb), (32, 8, 1), args)
     return out
+
+
+def wrapped_range(columns: slice, n: int) -> tuple[int, int, int]:
+    """``(first, period, count)`` of the index range ``columns`` (step 1) along an axis of ``n``
+    points: the first index within the axis, ``n`` where the range runs past either end (periodic;
+    else 0) and its length, at most ``n + 2`` (a range and one neighbour on each side)."""
+    count = columns.stop - columns.start
+    if columns.step not in (None, 1) or count < 0 or count > n + 2 or columns.start < -n or columns.stop > 2 * n:
+        raise ValueError(f"columns {columns} of an axis of {n} points: a range of step 1, at most {n + 2} long, "
+                         f"within one period on either side")
+    wraps = columns.start < 0 or columns.stop > n
+    return columns.start % n if n else 0, n if wraps else 0, count
 
 
 def c_contiguous(a, scale: float | None = None):

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 def split_sizes(n: int, parts: int) -> tuple[int, ...]:
     """Sizes of ``parts`` nearly equal pieces of ``n`` points (larger pieces first)."""
@@ -126,22 +128,31 @@ def cut(block, axis: int, piece: slice):
 
 
 def cut_swapped(block, piece: slice):
-    """The piece ``piece`` of ``block`` ``(n0, n1, n2)`` along axis 2 with axes 1 and 2 swapped: a
-    contiguous ``(n0, len(piece), n1)`` copy (it travels, and arrives in the other memory order)."""
-    return swap_into(block[:, :, piece])
+    """The columns ``piece`` of ``block`` ``(n0, n1, n2)`` (along axis 2) with axes 1 and 2 swapped:
+    a contiguous ``(n0, len(piece), n1)`` copy (it travels, and arrives in the other memory order).
+    ``piece`` may run past either end of axis 2, which is then periodic (rows that wrap around a
+    periodic y)."""
+    return swap_into(block, piece)
 
 
-def swap_into(view, out=None):
-    """``view`` ``(n0, n1, k)`` with its last two axes swapped, written into ``out`` ``(n0, k, n1)``
-    (any strides; by default a new contiguous array), which is returned."""
+def swap_into(block, piece: slice, out=None):
+    """The columns ``piece`` of ``block`` ``(n0, n1, n2)`` (as :func:`cut_swapped` takes them) with
+    its last two axes swapped, written into ``out`` ``(n0, len(piece), n1)`` (any strides; by
+    default a new contiguous array), which is returned. On the GPU one launch of the tiled kernel,
+    wrapped columns included."""
     from daskflow.backend import array_module, is_cupy_array
 
-    if is_cupy_array(view):
+    if is_cupy_array(block):
         from daskflow.pencils.kernels import swap_last_axes
 
-        return swap_last_axes(view, out)
+        return swap_last_axes(block, out, columns=piece)
+    from daskflow.pencils.kernels import wrapped_range
+
+    first, period, count = wrapped_range(piece, block.shape[2])
+    view = block[:, :, first:first + count] if not period else block.take(
+        np.arange(first, first + count) % period, axis=2)
     if out is None:
-        return array_module(view).ascontiguousarray(view.swapaxes(1, 2))
+        return array_module(block).ascontiguousarray(view.swapaxes(1, 2))
     out[...] = view.swapaxes(1, 2)
     return out
 
@@ -150,70 +161,46 @@ def swap_into(view, out=None):
 class SwappedPiece:
     """A piece of :func:`cut_swapped` not copied yet: a participant's piece for itself, which
     :func:`assemble` writes straight into its place of the chunk it assembles (one copy instead of
-    a cut and a concatenation). ``view`` is ``(n0, n1, k)`` of the source chunk, which must not
-    change before the assembly."""
+    a cut and a concatenation). ``block`` is the source chunk, which must not change before the
+    assembly, ``piece`` its columns."""
 
-    view: object
+    block: object
+    piece: slice
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        n0, n1, k = self.view.shape
-        return (n0, k, n1)
+        n0, n1, _ = self.block.shape
+        return (n0, self.piece.stop - self.piece.start, n1)
+
+    @property
+    def dtype(self):
+        return self.block.dtype
 
 
 def cut_swapped_local(block, piece: slice) -> SwappedPiece:
     """:func:`cut_swapped` for the participant itself: the piece as a :class:`SwappedPiece`."""
-    return SwappedPiece(block[:, :, piece])
-
-
-@dataclass(frozen=True, eq=False)
-class SwappedParts:
-    """A participant's piece for itself made of :class:`SwappedPiece` parts laid end to end along
-    memory ``axis`` (a piece whose rows wrap around a periodic axis): :func:`assemble` swaps each
-    part straight into its place."""
-
-    parts: tuple
-    axis: int
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        shape = list(self.parts[0].shape)
-        shape[self.axis] = sum(p.shape[self.axis] for p in self.parts)
-        return tuple(shape)
-
-
-def _deferred(piece) -> bool:
-    return isinstance(piece, (SwappedPiece, SwappedParts))
+    return SwappedPiece(block, piece)
 
 
 def _write_into(piece, target) -> None:
     """``target[...] = piece``, a deferred piece swapped straight into it."""
     if isinstance(piece, SwappedPiece):
-        swap_into(piece.view, target)
-    elif isinstance(piece, SwappedParts):
-        start = 0
-        for part in piece.parts:
-            index = [slice(None)] * target.ndim
-            index[piece.axis] = slice(start, start + part.shape[piece.axis])
-            start += part.shape[piece.axis]
-            _write_into(part, target[tuple(index)])
+        swap_into(piece.block, piece.piece, target)
     else:
         target[...] = piece
 
 
 def assemble(pieces, axis: int, out=None):
     """Concatenate pieces along memory ``axis`` into one contiguous chunk (into ``out`` where
-    given); a :class:`SwappedPiece` (or :class:`SwappedParts`) is swapped straight into its place."""
+    given); a :class:`SwappedPiece` is swapped straight into its place."""
     from daskflow.backend import array_module
 
-    if not any(_deferred(p) for p in pieces):
+    if not any(isinstance(p, SwappedPiece) for p in pieces):
         return array_module(pieces[0]).concatenate(pieces, axis=axis, out=out)
     if out is None:
         shape = list(pieces[0].shape)
         shape[axis] = sum(p.shape[axis] for p in pieces)
-        first = pieces[0]
-        while _deferred(first):
-            first = first.view if isinstance(first, SwappedPiece) else first.parts[0]
+        first = pieces[0].block if isinstance(pieces[0], SwappedPiece) else pieces[0]
         out = array_module(first).empty(tuple(shape), dtype=first.dtype)
     start = 0
     for piece in pieces:

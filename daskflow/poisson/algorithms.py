@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from daskflow.pencils.layout import SwappedParts, assemble, cut, cut_swapped, cut_swapped_local
+from daskflow.pencils.layout import assemble, cut, cut_swapped, cut_swapped_local
 from daskflow.poisson import stages
 from daskflow.poisson.plan import SpectralPlan
 from daskflow.zsolve import spectral
@@ -46,35 +46,24 @@ def cut_for_x_pencil(plan: SpectralPlan, src, block, dst):
     return cut_swapped(block, plan.decomposition.y[dst[0]])
 
 
-def _rows_ranges(plan: SpectralPlan, dst) -> list[slice]:
-    """The y ranges of :func:`cut_for_x_pencil_with_rows`'s piece for ``dst``, in order: one, or
-    three where the rows wrap around the periodic y."""
-    ny, y = plan.grid.shape[1], plan.decomposition.y[dst[0]]
-    below, above = (y.start - 1) % ny, y.stop % ny
-    if below == y.start - 1 and above == y.stop:
-        return [slice(below, above + 1)]
-    return [slice(below, below + 1), y, slice(above, above + 1)]
+def _rows_range(plan: SpectralPlan, dst) -> slice:
+    """The y range of :func:`cut_for_x_pencil_with_rows`'s piece for ``dst``: its own rows and one
+    more on each side, running past an end of y where they wrap around (y periodic)."""
+    y = plan.decomposition.y[dst[0]]
+    return slice(y.start - 1, y.stop + 1)
 
 
 def cut_for_x_pencil_with_rows(plan: SpectralPlan, src, block, dst):
     """:func:`cut_for_x_pencil` with one row more on each side of the destination's y range, its
     neighbours' (y periodic): ``(z, y of dst + 2, x modes)``. The destination pads its solution
-    with them instead of a halo exchange. Its ``local`` variant defers the copies to the assembly
-    (:class:`~daskflow.pencils.layout.SwappedParts` where the rows wrap)."""
-    ranges = _rows_ranges(plan, dst)
-    if len(ranges) == 1:
-        return cut_swapped(block, ranges[0])
-    return assemble([cut_swapped_local(block, r) for r in ranges], 1)  # each swapped into its place
-
-
-def _rows_local(plan: SpectralPlan, src, block, dst):
-    parts = tuple(cut_swapped_local(block, r) for r in _rows_ranges(plan, dst))
-    return parts[0] if len(parts) == 1 else SwappedParts(parts, 1)
+    with them instead of a halo exchange. Its ``local`` variant defers the copy to the assembly, as
+    :func:`cut_for_y_pencil`'s does (wrapped rows included: one swap)."""
+    return cut_swapped(block, _rows_range(plan, dst))
 
 
 cut_for_y_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.xs[dst[0]])
 cut_for_x_pencil.local = lambda plan, src, block, dst: cut_swapped_local(block, plan.decomposition.y[dst[0]])
-cut_for_x_pencil_with_rows.local = _rows_local
+cut_for_x_pencil_with_rows.local = lambda plan, src, block, dst: cut_swapped_local(block, _rows_range(plan, dst))
 
 
 def cut_for_z_pencil(plan: SpectralPlan, src, block, dst):

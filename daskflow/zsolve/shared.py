@@ -136,8 +136,8 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, 
         pieces = ex.exchange({key: [part.boundary for part in parts]}, dec.indices, group,
                              lambda plan, s, block, d: block, None, site=f"z-rows{len(parts)}")[key]
         mine = []
-        for j, part in enumerate(parts):
-            x = part.reduced.solve(xp.concatenate([piece[j] for piece in pieces]))
+        for j, part in enumerate(parts):  # each right-hand side a new array: solved in it
+            x = part.reduced.solve(xp.concatenate([piece[j] for piece in pieces]), overwrite=True)
             mine.append(x[part.offsets[q]:part.offsets[q + 1]])
     else:
         ncols = parts[0].boundary.shape[1]
@@ -148,7 +148,7 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, 
         solved = []
         for j, part in enumerate(parts):
             rhs = xp.concatenate([piece[j] for piece in pieces])
-            solved.append(part.reduced.solve(rhs) if rhs.shape[1] else rhs)
+            solved.append(part.reduced.solve(rhs, overwrite=True) if rhs.shape[1] else rhs)
 
         def cut_back(plan, s, block, d):
             return [x[part.offsets[d[1]]:part.offsets[d[1] + 1]].copy() for x, part in zip(block, parts, strict=True)]

@@ -268,8 +268,7 @@ def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> lis
 def reduce_rows(field, m: int, chunk: ReducedChunk):
     """:func:`reduce` of the first ``m`` values of every row of ``field`` (:func:`along_rows`), in
     place, with the same arithmetic in the same order; returns the boundary rows ``(1 or 2, rows)``
-    (rows in C order of ``field``'s leading axes). The interior keeps only the forward sweep's
-    values: :func:`reconstruct_rows` (and nothing else) takes it from there."""
+    (rows in C order of ``field``'s leading axes)."""
     stride = field.shape[-1]
     nrows = field.size // stride
     lower, upper, inv_b = _row_coefficients(field, chunk, ("lower", "upper", "inv_b"))
@@ -280,16 +279,14 @@ def reduce_rows(field, m: int, chunk: ReducedChunk):
 
 
 def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk):
-    """:func:`reconstruct` of the first ``m`` values of every row of ``field`` after
-    :func:`reduce_rows` (:func:`along_rows`) from the solved boundary values ``first`` and ``last``
-    (one per row), in place, with the bits of the column path; returns ``field``. It finishes the
-    reduction's backward sweep as it goes (a pass of writes fewer than storing it)."""
+    """:func:`reconstruct` of the first ``m`` values of every row of ``field`` (:func:`along_rows`)
+    from the solved boundary values ``first`` and ``last`` (one per row), in place; returns ``field``."""
     xp = array_module(field)
     stride = field.shape[-1]
     nrows = field.size // stride
     x0, xl = (xp.ascontiguousarray(v, dtype=field.dtype).reshape(-1) for v in (first, last))
-    a, c, upper, inv_b = _row_coefficients(field, chunk, ("a", "c", "upper", "inv_b"))
-    kernels.launch("cr_reconstruct_rows", field.dtype, nrows, field, x0, xl, a, c, upper, inv_b, np.int32(m),
+    a, c, inv_b = _row_coefficients(field, chunk, ("a", "c", "inv_b"))
+    kernels.launch("cr_reconstruct_rows", field.dtype, nrows * m, field, x0, xl, a, c, inv_b, np.int32(m),
                    np.int64(nrows), np.int64(stride))
     return field
 

@@ -227,11 +227,8 @@ extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* in
 }
 """,
     # cr_reduce (below) on rows for one matrix shared by every row: d is (nrows, stride) C-ordered,
-    # each row's first m values one chunk of a system, reduced with cr_reduce's arithmetic in its
-    # order; the tiles move through shared memory as in thomas_uniform_rows. Real types only. Only
-    # the forward sweep is stored: the backward one reads the rows and writes row 0's reduced value
-    # (a boundary row), and cr_reconstruct_rows repeats it as it reconstructs, which saves a pass
-    # of writes over the chunk.
+    # each row's first m values one chunk of a system, reduced in place with cr_reduce's arithmetic
+    # in its order; the tiles move through shared memory as in thomas_uniform_rows. Real types only.
     "cr_reduce_rows": r"""
 extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, const R* inv_b, const int m,
         const long long nrows, const long long stride) {
@@ -260,42 +257,29 @@ extern "C" __global__ void cr_reduce_rows(T* d, const R* lower, const R* upper, 
             for (int j = kn - 1; j >= 0; --j) {
                 const int k = k0 + j;
                 if (k == m - 2) x = tile[lane][j];
-                if (k <= m - 3) x = tile[lane][j] - upper[k] * x * inv_b[k + 1];
-            }
-        }
-        __syncwarp();  // every lane has read the tile before the next load overwrites it
-    }
-    if (lane < rows) base[lane * stride] = x;  // row 0 reduced
-}
-""",
-    # cr_reconstruct on rows (one matrix shared by every row) after cr_reduce_rows, which stored only
-    # its forward sweep: the backward sweep is run again from those rows, each reduced value used at
-    # once (cr_reduce's arithmetic, then cr_reconstruct's: the bits of the column path), in tiles as
-    # in thomas_uniform_rows. Real types only.
-    "cr_reconstruct_rows": r"""
-extern "C" __global__ void cr_reconstruct_rows(T* d, const T* first, const T* last, const R* a, const R* c,
-        const R* upper, const R* inv_b, const int m, const long long nrows, const long long stride) {
-    ROW_TILES(nrows);
-    const T x0 = lane < rows ? first[row0 + lane] : T(0), xl = lane < rows ? last[row0 + lane] : T(0);
-    T x = T(0);  // the reduced value of the row above
-    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
-        const int kn = min(32, m - k0);
-        load_tile(tile, base, stride, k0, kn, rows, lane);
-        if (lane < rows) {
-            for (int j = kn - 1; j >= 0; --j) {
-                const int k = k0 + j;
-                if (k == 0) {
-                    tile[lane][j] = x0;
-                } else if (k == m - 1) {
-                    tile[lane][j] = xl;
-                } else {
-                    x = k == m - 2 ? tile[lane][j] : tile[lane][j] - upper[k] * x * inv_b[k + 1];
-                    tile[lane][j] = (x - a[k] * x0 - c[k] * xl) * inv_b[k];
+                if (k <= m - 3) {
+                    x = tile[lane][j] - upper[k] * x * inv_b[k + 1];
+                    tile[lane][j] = x;
                 }
             }
         }
         store_tile(tile, base, stride, k0, kn, rows, lane);
     }
+}
+""",
+    # cr_reconstruct on rows (one matrix shared by every row): one thread per value, no recurrence.
+    "cr_reconstruct_rows": r"""
+extern "C" __global__ void cr_reconstruct_rows(T* d, const T* first, const T* last, const R* a, const R* c,
+        const R* inv_b, const int m, const long long nrows, const long long stride) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= nrows * m) return;
+    const long long row = i / m;
+    const int k = (int)(i - row * m);
+    const T x0 = first[row], xl = last[row];
+    T* v = d + row * stride + k;
+    if (k == 0) *v = x0;
+    else if (k == m - 1) *v = xl;
+    else *v = (*v - a[k] * x0 - c[k] * xl) * inv_b[k];
 }
 """,
     # Solve with a factorisation precomputed per column (reduced systems): only d moves.
@@ -444,7 +428,7 @@ _CTYPES = {
 }
 THREADS = 128
 # kernels that stage their tiles by warp: 32 threads a block
-BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows", "cr_reduce_rows", "cr_reconstruct_rows")
+BLOCKS_OF_ONE_WARP = ("thomas_uniform_rows", "cr_reduce_rows")
 
 
 @functools.cache

@@ -200,14 +200,15 @@ def test_a_swapped_cut_is_the_contiguous_swapped_piece(rng):
 
 def test_a_swapped_cut_may_wrap_around_the_periodic_axis_once(rng):
     from daskflow.pencils.kernels import wrapped_range
-    from daskflow.pencils.layout import cut_swapped
+    from daskflow.pencils.layout import cut_swapped, cut_swapped_local
 
     a = rng.standard_normal((2, 3, 5))
     np.testing.assert_array_equal(cut_swapped(a, slice(-1, 6)), a[:, :, [4, 0, 1, 2, 3, 4, 0]].swapaxes(1, 2))
     assert wrapped_range(slice(2, 4), 5) == (2, 0, 2) and wrapped_range(slice(-1, 3), 5) == (4, 5, 4)
     for bad in (slice(-1, 7), slice(0, 4, 2), slice(-6, -2), slice(4, 11)):
-        with pytest.raises(ValueError, match="columns"):
-            cut_swapped(a, bad)
+        for cut in (cut_swapped, cut_swapped_local):
+            with pytest.raises(ValueError, match="columns"):
+                cut(a, bad)
 
 
 def test_a_deferred_swapped_piece_is_assembled_in_its_place(rng):

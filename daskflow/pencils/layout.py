@@ -131,7 +131,7 @@ def cut_swapped(block, piece: slice):
     """The columns ``piece`` of ``block`` ``(n0, n1, n2)`` (along axis 2) with axes 1 and 2 swapped:
     a contiguous ``(n0, len(piece), n1)`` copy (it travels, and arrives in the other memory order).
     ``piece`` may run past either end of axis 2, which is then periodic (rows that wrap around a
-    periodic y)."""
+    periodic y): a negative start wraps, it does not count from the end as in indexing."""
     return swap_into(block, piece)
 
 
@@ -178,7 +178,11 @@ class SwappedPiece:
 
 
 def cut_swapped_local(block, piece: slice) -> SwappedPiece:
-    """:func:`cut_swapped` for the participant itself: the piece as a :class:`SwappedPiece`."""
+    """:func:`cut_swapped` for the participant itself: the piece as a :class:`SwappedPiece` (its
+    columns checked now, as a cut checks them, not when it is assembled)."""
+    from daskflow.pencils.kernels import wrapped_range
+
+    wrapped_range(piece, block.shape[2])
     return SwappedPiece(block, piece)
 
 

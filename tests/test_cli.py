@@ -166,3 +166,20 @@ def test_an_error_is_described_in_one_line(capsys):
         console.failure("daskflow run", exc)
     err = capsys.readouterr().err
     assert err.startswith("Traceback") and err.endswith("daskflow run: failed: KeyError: 'missing'\n")
+
+
+def test_a_quiet_run_over_ucx_prints_its_result_only(tmp_path):
+    """With ``cluster.comm: ucx`` on CPU workers (where UCXX imports) the workers' UCX stays quiet
+    too: UCXX sets a variable that a UCX without its CUDA components would warn about in every
+    worker; ``-q`` leaves the result alone on stdout and nothing on stderr."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("ucxx") is None:
+        pytest.skip("needs UCXX (ucxx-cu13 or ucxx-cu12)")
+    config = _small(tmp_path, kind="local", comm="ucx", tls=False, protocol="tcp")
+    proc = _run("-q", "run", str(config), "--pencils", "1", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and "UCX" not in proc.stdout, (proc.stdout, proc.stderr)
+    assert json.loads(proc.stdout)["steps"] == 4

@@ -570,8 +570,7 @@ def test_the_comm_setting_is_validated():
 def test_ucx_transport_steps_equal_the_mailbox_bit_for_bit():
     """UCXX endpoints between two worker processes (NumPy pieces over UCX's shared memory or TCP):
     the same bits as the mailbox, for a y split and a z split."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
         for pencils in ((1, 2), (2, 1)):
             runs = {}
             for comm in ("mailbox", "ucx"):
@@ -594,8 +593,7 @@ def test_ucx_poisson_solves_equal_the_mailbox_bit_for_bit():
 
     grid = Grid((8, 12, 16), (2.0, 1.0, 2.0), z_stretch=2.0)
     b = np.asfortranarray(np.random.default_rng(3).standard_normal(grid.shape))
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster):
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         for method, pencils in (("ptdma", (1, 2)), ("ftm", (2, 1))):
             out = {}
             for comm in ("mailbox", "ucx"):
@@ -611,8 +609,7 @@ def test_simulations_share_a_communicator_until_a_failed_run_aborts_it():
     run aborts it on every worker, and the next run builds a new one and goes on."""
     cfg = _channel((1, 2))
     cfg["cluster"] = {"comm": "ucx"}
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      env={"UCX_WARN_UNUSED_ENV_VARS": "n"}) as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
         first, second = Simulation(cfg, client=client).run(steps=1), Simulation(cfg, client=client).run(steps=1)
         assert first._cluster.comm_spec.key == second._cluster.comm_spec.key  # one communicator, two runs on it
         shared = first._cluster.comm_spec

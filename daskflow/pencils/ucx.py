@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,10 +30,20 @@ _LOOP_LOCK = threading.Lock()
 MAX_RANKS = 256  # ranks take 8 bits of a tag each
 
 
+def _ucxx():
+    """UCXX, imported. UCXX sets ``UCX_MEMTYPE_CACHE=n`` as it loads, and a UCX without its CUDA
+    components (a CPU host) then warns in every worker that the variable is unused, on the run's
+    output; the warning is switched off here unless the environment asks for it."""
+    os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
+    import ucxx
+
+    return ucxx
+
+
 def available() -> bool:
     """Whether UCXX imports here."""
     try:
-        import ucxx  # noqa: F401
+        _ucxx()
     except Exception:  # noqa: BLE001 - any failure: no UCXX here
         return False
     return True
@@ -40,9 +51,7 @@ def available() -> bool:
 
 def version() -> str | None:
     try:
-        import ucxx
-
-        return ".".join(map(str, ucxx.get_ucx_version()))
+        return ".".join(map(str, _ucxx().get_ucx_version()))
     except Exception:  # noqa: BLE001
         return None
 
@@ -82,7 +91,7 @@ def _run(coro, abort: Callable[[], bool] = lambda: False, timeout: float = 600.0
 
 def worker_address() -> bytes:
     """This process's UCXX worker address (the client gathers them to make a communicator)."""
-    import ucxx
+    ucxx = _ucxx()
 
     async def address():
         ucxx.continuous_ucx_progress()  # progress on this loop
@@ -101,7 +110,7 @@ class UcxLink:
     token, ``"gpu"`` (CuPy pieces) or ``"cpu"`` (NumPy pieces), and every rank's worker address."""
 
     def __init__(self, size: int, rank: int, ids: Sequence) -> None:
-        import ucxx
+        ucxx = _ucxx()
 
         if size > MAX_RANKS:
             raise ValueError(f"cluster.comm: 'ucx' supports up to {MAX_RANKS} workers, got {size}")

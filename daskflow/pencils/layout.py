@@ -140,7 +140,7 @@ def swap_into(block, piece: slice, out=None):
     its last two axes swapped, written into ``out`` ``(n0, len(piece), n1)`` (any strides; by
     default a new contiguous array), which is returned. On the GPU one launch of the tiled kernel,
     wrapped columns included."""
-    from daskflow.backend import array_module, is_cupy_array
+    from daskflow.backend import is_cupy_array
 
     if is_cupy_array(block):
         from daskflow.pencils.kernels import swap_last_axes
@@ -152,7 +152,7 @@ def swap_into(block, piece: slice, out=None):
     view = block[:, :, first:first + count] if not period else block.take(
         np.arange(first, first + count) % period, axis=2)
     if out is None:
-        return array_module(block).ascontiguousarray(view.swapaxes(1, 2))
+        return np.ascontiguousarray(view.swapaxes(1, 2))
     out[...] = view.swapaxes(1, 2)
     return out
 
@@ -171,10 +171,6 @@ class SwappedPiece:
     def shape(self) -> tuple[int, int, int]:
         n0, n1, _ = self.block.shape
         return (n0, self.piece.stop - self.piece.start, n1)
-
-    @property
-    def dtype(self):
-        return self.block.dtype
 
 
 def cut_swapped_local(block, piece: slice) -> SwappedPiece:

@@ -37,7 +37,7 @@ STAGES = [
     ("daskflow.zsolve.shared", "imp", ["solve_distributed"]),
     ("daskflow.pencils.packed:PackedTransport", "packed", ["post", "complete"]),
     ("daskflow.ns.domain:FlowDomain", "dom", ["solve_pressure", "solve_pressure_padded", "pad_many", "implicit_z"]),
-    ("daskflow.ns.stepper:Stepper", "stepper", ["explicit_terms", "_project", "_add_increments", "finish_step"]),
+    ("daskflow.ns.stepper:Stepper", "stepper", ["explicit_terms", "_project", "finish_step"]),
 ]
 
 

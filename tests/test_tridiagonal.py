@@ -195,6 +195,34 @@ def test_one_shared_matrix_factors_with_the_vector_loop_s_bits(rng):
         assert np.array_equal(getattr(moved, name), getattr(factored, name))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 7, 40, 144])
+def test_two_sweeps_of_a_shared_matrix_give_algorithm_2s_reduction_and_solution(m):
+    """What the rows kernels compute, in NumPy: one forward sweep (Algorithm 2's) and the weighted
+    sum ``first_weights`` give the reduced boundary rows of :func:`reduce`, and the backward sweep
+    of the forward values with ``forward_a`` gives :func:`reconstruct`'s interior (to rounding;
+    equal at m <= 2, where nothing is reduced)."""
+    rng = np.random.default_rng(m + 100)
+    lower, upper = -rng.uniform(0.1, 0.5, m), -rng.uniform(0.1, 0.5, m)
+    diag = 1.0 - lower - upper + rng.uniform(0, 0.3, m)
+    chunk = tridiagonal.precompute(lower, diag, upper, np.zeros(1))
+    d = rng.standard_normal((m, 6))
+    reduced = d.copy()
+    boundary = tridiagonal.reduce(reduced, chunk)
+    forward, inv_b = d.copy(), chunk.inv_b[:, 0]
+    for k in range(2, m):
+        forward[k] -= lower[k] * forward[k - 1] * inv_b[k - 1]
+    tol = 0 if m <= 2 else 1e-14
+    np.testing.assert_allclose(chunk.first_weights[:, 0] @ d, boundary[0], rtol=0, atol=tol)
+    np.testing.assert_array_equal(forward[m - 1], boundary[-1])
+    x0, xl = rng.standard_normal(6), rng.standard_normal(6)
+    want = tridiagonal.reconstruct(reduced, x0, xl, chunk)
+    x = forward.copy()
+    x[0], x[m - 1] = x0, xl
+    for k in range(m - 2, 0, -1):
+        x[k] = (forward[k] - chunk.forward_a[k, 0] * x0 - upper[k] * x[k + 1]) * inv_b[k]
+    np.testing.assert_allclose(x, want, rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 40])
 def test_one_column_precompute_is_the_vector_codes_bits(m):
     """The reduction coefficients of a matrix shared by every column, a scalar recurrence, give the
@@ -205,6 +233,9 @@ def test_one_column_precompute_is_the_vector_codes_bits(m):
     one = tridiagonal.precompute(lower, diag, upper, np.full(1, 0.25))
     two = tridiagonal.precompute(lower, diag, upper, np.full(2, 0.25))
     for name, x, y in zip(tridiagonal.ReducedChunk._fields, one, two, strict=True):
+        if name in ("forward_a", "first_weights"):  # the rows kernels' coefficients: one column only
+            assert x.shape == (m, 1) and y is None, name
+            continue
         if x is None:  # kept only where GPU kernels recompute the coefficients
             assert y is None, name
             continue

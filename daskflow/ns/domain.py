@@ -394,25 +394,32 @@ class FlowDomain:
         keeps one increment alive at a time instead of three."""
         return self.counts[1] > 1
 
-    def implicit_z(self, increments: dict, alpha: float) -> dict:
+    def implicit_z(self, increments: dict, alpha: float, addends: dict | None = None) -> dict:
         """``(I - alpha L_z)`` solves along z of ``increments[component]`` across the ``pz`` chunks
-        of this column group, all components in the same exchange rounds; in place.
+        of this column group, all components in the same exchange rounds; in place, plus
+        ``addends[component]`` where given (``u + du``, added in the solves' last pass where they
+        can: :func:`daskflow.zsolve.shared.solve_distributed`).
 
         ``solver.z_solve: direct`` (default) works on the x-pencils as they are
         (:func:`daskflow.zsolve.shared.solve_distributed`: no full-field transpose). ``transpose``
         first transposes the fields x->y (y-pencils split in x) and back afterwards, the two-step
         path of the seed code, kept to measure what the direct path saves."""
+        addends = addends or {}
         todo = {c: a for c, a in increments.items() if not implicit.no_unknowns(self.bcs, self.grid, c, (2,))}
-        if not todo:
-            return increments
         transpose = self.plan.z_solve == "transpose" and self.counts[0] > 1
-        if transpose:
-            todo = {c: self._x_to_y(a) for c, a in todo.items()}
-        operators = {c: implicit.scaled_z_operator(self.bcs, self.grid, c, alpha) for c in todo}
-        solved = shared.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators, alpha)
+        solved = {}
+        if todo:
+            if transpose:
+                todo = {c: self._x_to_y(a) for c, a in todo.items()}
+            operators = {c: implicit.scaled_z_operator(self.bcs, self.grid, c, alpha) for c in todo}
+            solved = shared.solve_distributed(self.ex, self.dec, self.key, self._z_solvers, todo, operators,
+                                              alpha, None if transpose else addends)
         if transpose:
             solved = {c: self._y_to_x(a) for c, a in solved.items()}
-        return {**increments, **solved}
+        for c in increments:  # added apart: nothing solved them (no unknowns), or in another layout
+            if transpose or c not in solved:
+                solved[c] = shared.add_addend(solved.get(c, increments[c]), addends.get(c))
+        return solved
 
     def _x_to_y(self, a):
         """This x-pencil ``(nx, ny_p, nz_q)`` -> the y-pencil ``(nx_p, ny, nz_q)`` of the same key."""

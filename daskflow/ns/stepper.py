@@ -169,11 +169,22 @@ class Stepper:
         state.step += 1
         state.dt = dt
 
-    def _implicit(self, increments: dict, alpha: float) -> dict:
-        """The implicit solves of ``increments[component]`` (in place)."""
+    def _implicit_stars(self, state: State, increments: dict, alpha: float) -> None:
+        """``u* = u + (I - alpha L)^-1 increment`` per component of ``increments`` into ``state``, in
+        the increments' buffers (the old components are spent). The z solves add ``u`` in their last
+        pass (:func:`daskflow.zsolve.shared.solve_distributed`)."""
+        olds = {i: getattr(state, VELOCITY[i]) for i in increments}
         if self.implicit == "z":
-            return self.domain.implicit_z(increments, alpha)
-        return {i: self.domain.implicit_xyz(a, i, alpha) for i, a in increments.items()}
+            stars = self.domain.implicit_z(increments, alpha, olds)
+        else:
+            xp = array_module(state.u)
+            stars = {}
+            for i, a in increments.items():
+                solved = self.domain.implicit_xyz(a, i, alpha)
+                stars[i] = xp.add(olds[i], solved, out=solved)
+        del olds
+        for i, star in stars.items():
+            setattr(state, VELOCITY[i], self.domain.keep_walls(star, i))
 
     def substep(self, state: State, s: int, dt) -> float:
         """Substep ``s`` (0-2) of :meth:`step`; returns the step size used (``dt`` or ``dt(rate)``)."""
@@ -220,7 +231,7 @@ class Stepper:
                 pending[i] = increment
                 del increment
                 if not together:
-                    self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
+                    self._implicit_stars(state, pending, g * dt * self.nu / 2)
                     pending = {}
             else:
                 star = ops.update(getattr(state, name), P, m, i, g * dt, body[i], terms)
@@ -230,7 +241,7 @@ class Stepper:
             if b:
                 history[i] = None
         if pending:
-            self._add_increments(state, self._implicit(pending, g * dt * self.nu / 2))
+            self._implicit_stars(state, pending, g * dt * self.nu / 2)
 
     def _project(self, state: State, gdt: float) -> None:
         """Project ``state``'s intermediate velocity onto divergence-free fields (substep weight
@@ -263,15 +274,6 @@ class Stepper:
             correction = self.forcing.value[0] - self.bulk_from_sum(total)
             state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / gdt
-
-    def _add_increments(self, state: State, increments: dict) -> None:
-        """``u* = u + increment`` per solved component, into the increment's buffer (the old
-        component is spent)."""
-        xp = array_module(state.u)
-        for i, increment in increments.items():
-            name = VELOCITY[i]
-            star = xp.add(getattr(state, name), increment, out=increment)
-            setattr(state, name, self.domain.keep_walls(star, i))
 
     def bulk_velocity(self, u) -> float:
         """Volume-averaged streamwise velocity over the whole domain."""

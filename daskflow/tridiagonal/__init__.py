@@ -14,11 +14,12 @@ from daskflow.tridiagonal.cyclic_reduction import (
     reduce_rows,
     reduced_system,
 )
-from daskflow.tridiagonal.thomas import FactoredTridiagonal, solve_rows_in_place, solve_shifted
+from daskflow.tridiagonal.thomas import FactoredTridiagonal, addable_along_rows, solve_rows_in_place, solve_shifted
 
 __all__ = [
     "FactoredTridiagonal",
     "ReducedChunk",
+    "addable_along_rows",
     "along_rows",
     "boundary_rows",
     "precompute",

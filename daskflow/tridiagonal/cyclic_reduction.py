@@ -15,6 +15,10 @@ the chunk; after the boundary values are known the interior is reconstructed in 
   gives coefficients of one column, ``(m, 1)``, shared by every column of ``d`` (the z-implicit
   diffusion solves, whose matrix is the same in every column): set-up is then O(m) on the host
   and holds no field-sized arrays.
+* :func:`reduce_rows`, :func:`reconstruct_rows`: the same reduction along the z rows of a C-ordered
+  GPU field for such a shared matrix, in two sweeps instead of three: the reduction is linear in
+  ``d``, so the first row's reduced value is a weighted sum the forward sweep accumulates, and the
+  reconstruction is the backward sweep itself.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 
 from daskflow.backend import array_module, compiled_loops, is_cupy_array, upload_together
 from daskflow.tridiagonal import cpu_kernels, kernels
-from daskflow.tridiagonal.thomas import columns_view
+from daskflow.tridiagonal.thomas import columns_view, rows_addend
 
 
 def boundary_rows(m: int) -> int:
@@ -47,6 +51,11 @@ class ReducedChunk(NamedTuple):
     rows ``lower``, ``diag``, ``upper``, the ``shift`` and ``entering``, the forward recurrence's
     ``b`` and ``a`` entering every segment of :data:`~daskflow.tridiagonal.kernels.SEGMENT` rows,
     ``(nseg, 2, ncols)`` (all float64).
+
+    One column (a matrix shared by every column) also keeps what the two-sweep kernels along rows
+    need (:func:`reduce_rows`): ``forward_a``, the forward recurrence's ``a`` (before the backward
+    one changes it), and ``first_weights``, the weights that give the first row's reduced
+    right-hand side from the chunk's right-hand side, ``d''_0 = sum_k w_k d_k``; both ``(m, 1)``.
     """
 
     a: object
@@ -60,6 +69,8 @@ class ReducedChunk(NamedTuple):
     diag: object = None
     shift: object = None
     entering: object = None
+    forward_a: object = None
+    first_weights: object = None
 
     @property
     def rows(self) -> int:
@@ -78,7 +89,7 @@ class ReducedChunk(NamedTuple):
     def in_precision(self, real) -> ReducedChunk:
         """The coefficients the data meets, in the working precision ``real``; what the kernels
         recompute coefficients from stays float64."""
-        names = ["a", "c", "inv_b", "boundary_lower", "boundary_diag", "boundary_upper"]
+        names = ["a", "c", "inv_b", "boundary_lower", "boundary_diag", "boundary_upper", "forward_a", "first_weights"]
         if self.entering is None:
             names += ["lower", "upper"]
         return self._replace(**{n: getattr(self, n).astype(real, copy=False) for n in names
@@ -105,16 +116,40 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     recomputed = xp is not np and s.size > 1
     _forward(A, B, C, s, a, b)
     entering = _entering(xp, a, b) if recomputed else None
+    forward_a = list(a) if one else None
     _backward(A, B, C, s, a, b, c)
     if one:
+        weights = _first_row_weights(A, C, b)
         A, C = np.array(A), np.array(C)
-        a, b, c = (np.array(v)[:, None] for v in (a, b, c))
+        a, b, c, forward_a, weights = (np.array(v)[:, None] for v in (a, b, c, forward_a, weights))
     bl = xp.stack([a[0] * 0 + A[0]] + ([a[m - 1]] if m >= 2 else []))
     bd = b[boundary_slice(m)].copy()
     bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
     if recomputed:
         return ReducedChunk(None, None, None, A, C, bl, bd, bu, B, s, entering)
+    if one:
+        return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu, forward_a=forward_a, first_weights=weights)
     return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
+
+
+def _first_row_weights(A: list, C: list, b: list) -> list:
+    """The weights ``w`` (length m, Python floats) of the first row's reduced right-hand side as a
+    sum over the chunk's right-hand side, ``d''_0 = sum_k w_k d_k``: Algorithm 2's reduction is
+    linear in ``d``, so its backward sweep's last value is one weighted sum, which a single forward
+    pass accumulates as it goes (:func:`reduce_rows`). ``b`` is the set-up's (rows ``k >= 1`` of
+    the forward recurrence). The backward sweep gives ``d''_0`` the weight ``v_k`` on the forward
+    values ``d'_k`` (``v_0 = 1``, ``v_k = -C_{k-1} v_{k-1} / b_k`` up to row ``m - 2``); the forward
+    sweep's adjoint carries them back to ``d`` (``w_k = v_k - A_{k+1} w_{k+1} / b_k``, rows
+    ``k >= 1``; row 0 does not enter the forward sweep)."""
+    m = len(A)
+    v = [0.0] * m
+    v[0] = 1.0
+    for k in range(1, m - 1):
+        v[k] = -C[k - 1] / b[k] * v[k - 1]
+    w = list(v)
+    for k in range(m - 3, 0, -1):
+        w[k] = v[k] - A[k + 1] / b[k] * w[k + 1]
+    return w
 
 
 def _entering(xp, a, b):
@@ -254,10 +289,10 @@ def reconstruct(d, first, last, chunk: ReducedChunk):
 def along_rows(field, m: int, chunk: ReducedChunk) -> bool:
     """Whether :func:`reduce_rows` and :func:`reconstruct_rows` serve the first ``m`` values of
     every row of ``field``: a C-contiguous real CuPy array ``(..., n >= m)`` and one matrix shared by
-    every row (``chunk`` of one coefficient column). A C-ordered GPU field is then reduced along
-    its z rows with no transposed copy of it into columns and back."""
+    every row (``chunk`` of one coefficient column, with its ``first_weights``). A C-ordered GPU
+    field is then reduced along its z rows with no transposed copy of it into columns and back."""
     return (is_cupy_array(field) and field.dtype.kind == "f" and field.flags.c_contiguous and m > 0
-            and field.shape[-1] >= m and chunk.inv_b is not None and chunk.inv_b.shape[1] == 1)
+            and field.shape[-1] >= m and chunk.first_weights is not None)
 
 
 def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> list:
@@ -267,27 +302,33 @@ def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> lis
 
 def reduce_rows(field, m: int, chunk: ReducedChunk):
     """:func:`reduce` of the first ``m`` values of every row of ``field`` (:func:`along_rows`), in
-    place, with the same arithmetic in the same order; returns the boundary rows ``(1 or 2, rows)``
-    (rows in C order of ``field``'s leading axes)."""
+    place, in one sweep: the forward values are stored (the same bits as :func:`reduce`'s forward
+    half, and the last row's reduced value with them) and the first row's reduced value is its
+    weighted sum (:class:`ReducedChunk` ``first_weights``: the same value up to rounding). The
+    interior is left for :func:`reconstruct_rows`, which alone can read it. Returns the boundary
+    rows ``(1 or 2, rows)`` (rows in C order of ``field``'s leading axes)."""
     stride = field.shape[-1]
     nrows = field.size // stride
-    lower, upper, inv_b = _row_coefficients(field, chunk, ("lower", "upper", "inv_b"))
-    kernels.launch("cr_reduce_rows", field.dtype, nrows, field, lower, upper, inv_b, np.int32(m),
+    lower, inv_b, weights = _row_coefficients(field, chunk, ("lower", "inv_b", "first_weights"))
+    kernels.launch("cr_reduce_rows", field.dtype, nrows, field, lower, inv_b, weights, np.int32(m),
                    np.int64(nrows), np.int64(stride))
     rows = field.reshape(nrows, stride)
     return rows[:, boundary_slice(m)].T.copy()
 
 
-def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk):
-    """:func:`reconstruct` of the first ``m`` values of every row of ``field`` (:func:`along_rows`)
-    from the solved boundary values ``first`` and ``last`` (one per row), in place; returns ``field``."""
+def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk, addend=None):
+    """The solution of the first ``m`` values of every row of ``field`` reduced by
+    :func:`reduce_rows`, from the solved boundary values ``first`` and ``last`` (one per row): the
+    backward sweep of the stored forward values, in place; returns ``field``. With
+    :func:`reduce_rows`, two sweeps in all, as a local Thomas solve makes. With ``addend``
+    (:func:`~daskflow.tridiagonal.thomas.rows_addend`) the values leave as ``addend + x``."""
     xp = array_module(field)
     stride = field.shape[-1]
     nrows = field.size // stride
     x0, xl = (xp.ascontiguousarray(v, dtype=field.dtype).reshape(-1) for v in (first, last))
-    a, c, inv_b = _row_coefficients(field, chunk, ("a", "c", "inv_b"))
-    kernels.launch("cr_reconstruct_rows", field.dtype, nrows * m, field, x0, xl, a, c, inv_b, np.int32(m),
-                   np.int64(nrows), np.int64(stride))
+    forward_a, upper, inv_b = _row_coefficients(field, chunk, ("forward_a", "upper", "inv_b"))
+    kernels.launch("cr_reconstruct_rows", field.dtype, nrows, field, x0, xl, forward_a, upper, inv_b, np.int32(m),
+                   np.int64(nrows), np.int64(stride), *rows_addend(field, addend))
     return field
 
 

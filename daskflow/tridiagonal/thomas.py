@@ -184,11 +184,12 @@ class FactoredTridiagonal:
         return x.reshape(d.shape)
 
 
-def solve_rows_in_place(factored: FactoredTridiagonal, field) -> bool:
+def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None) -> bool:
     """Solve the one matrix of ``factored`` (``m`` unknowns, not periodic) along the last axis of the
     C-contiguous real CuPy array ``field`` ``(..., n)``, ``n >= m``, for the first ``m`` values of
     every row, in place, without a transposed copy; the values of :meth:`FactoredTridiagonal.solve`
-    on the columns. Returns ``False`` (nothing done) where this path does not apply."""
+    on the columns. With ``addend`` (:func:`rows_addend`) those values leave as ``addend + x``, in the
+    solve's last pass. Returns ``False`` (nothing done) where this path does not apply."""
     m = factored.inv_den.shape[0]
     if (not is_cupy_array(field) or factored.periodic or factored.cp.shape[1] != 1 or field.dtype.kind != "f"
             or not field.flags.c_contiguous or field.shape[-1] < m):
@@ -200,8 +201,27 @@ def solve_rows_in_place(factored: FactoredTridiagonal, field) -> bool:
     stride = field.shape[-1]
     rows = field.size // stride
     kernels.launch("thomas_uniform_rows", real, rows, field, lower, inv_den, cp, np.int32(m), np.int64(rows),
-                   np.int64(stride))
+                   np.int64(stride), *rows_addend(field, addend))
     return True
+
+
+def addable_along_rows(field, addend) -> bool:
+    """Whether a ``_rows`` kernel solving ``field`` can add ``addend`` to its solution as it stores
+    it: the same shape and dtype, both C-contiguous."""
+    return (addend.shape == field.shape and addend.dtype == field.dtype and addend.flags.c_contiguous
+            and field.flags.c_contiguous)
+
+
+def rows_addend(field, addend) -> tuple:
+    """The last two arguments of a ``_rows`` kernel that adds ``addend`` to its solution: the array
+    (``field`` itself, unread, where there is none) and a flag. An addend must have ``field``'s
+    shape, dtype and C layout: the kernels index it as they index ``field``."""
+    if addend is None:
+        return field, np.int32(0)
+    if not addable_along_rows(field, addend):
+        raise ValueError(f"an addend {addend.shape} {addend.dtype} (C-contiguous: {addend.flags.c_contiguous}) "
+                         f"cannot be added along the rows of a C-contiguous {field.shape} {field.dtype} field")
+    return addend, np.int32(1)
 
 
 def _elimination_factors(xp, lo, dg, up):

@@ -50,9 +50,29 @@ def store_columns(field, cols, m: int):
     return field
 
 
-def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple):
+def add_addend(field, addend, added: int = 0):
+    """``field + addend`` into ``field`` (a solved increment and the field it increments: ``u + du``)
+    where the solve has not added it in its last pass: a solve along rows adds it to the first
+    ``added`` z values (its unknowns), and only the rest, a stored wall face beyond them, is added
+    here. Returns ``field`` (itself where ``addend`` is ``None``)."""
+    if addend is None:
+        return field
+    if not added:
+        return array_module(field).add(addend, field, out=field)
+    if added < field.shape[-1]:
+        field[..., added:] += addend[..., added:]
+    return field
+
+
+def _fusable(field, addend):
+    """``addend`` where a solve along the rows of ``field`` can add it as it stores, else ``None``."""
+    return addend if addend is not None and tridiagonal.addable_along_rows(field, addend) else None
+
+
+def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple, addend=None):
     """``op`` solved along z for every column of ``field`` (all of z here), in place; the
-    factorisation is ``cache[key]``."""
+    factorisation is ``cache[key]``. With ``addend`` (``field``'s shape and order) the result is
+    ``addend + x``: on a C-ordered GPU field added in the solve's last pass."""
     m = op.diag.size
 
     def build():
@@ -60,11 +80,12 @@ def solve_locally(cache: dict, field, op: Tridiagonal, key: tuple):
         return tridiagonal.FactoredTridiagonal.factor(lower, diag, upper, op.periodic).to(array_module(field))
 
     factored = cached(cache, key, build)
-    if tridiagonal.solve_rows_in_place(factored, field):  # a C-ordered GPU field: its z rows, no transposed copy
-        return field
+    fused = _fusable(field, addend)
+    if tridiagonal.solve_rows_in_place(factored, field, fused):  # a C-ordered GPU field: its z rows
+        return add_addend(field, addend, m if fused is not None else 0)
     cols = z_columns(field, m)
     factored.solve(cols, overwrite=True)
-    return store_columns(field, cols, m)
+    return add_addend(store_columns(field, cols, m), addend)
 
 
 class _Part:
@@ -103,28 +124,33 @@ class _Part:
         self.boundary = (tridiagonal.reduce(self.cols, self.own).reshape(-1, ncols) if self.m
                          else xp.zeros((0, ncols), self.cols.dtype))
 
-    def finish(self, mine):
-        """Reconstruct from this chunk's solved boundary rows ``mine``; returns the solved field."""
+    def finish(self, mine, addend=None):
+        """Reconstruct from this chunk's solved boundary rows ``mine``; returns the solved field
+        (plus ``addend``, :func:`add_addend`)."""
         if self.along_rows:
-            return tridiagonal.reconstruct_rows(self.field, mine[0], mine[-1], self.m, self.own)
+            fused = _fusable(self.field, addend)
+            field = tridiagonal.reconstruct_rows(self.field, mine[0], mine[-1], self.m, self.own, fused)
+            return add_addend(field, addend, self.m if fused is not None else 0)
         if self.m:
             shape = self.cols.shape[1:]
             tridiagonal.reconstruct(self.cols, mine[0].reshape(shape), mine[-1].reshape(shape), self.own)
-        return store_columns(self.field, self.cols, self.m)
+        return add_addend(store_columns(self.field, self.cols, self.m), addend)
 
 
 def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, operators: dict,
-                      alpha: float) -> dict:
+                      alpha: float, addends: dict | None = None) -> dict:
     """z solves of this chunk's ``fields[component]`` with ``operators[component]`` (``I - alpha
     L_z``) across the chunks of its column group, all components in the same exchange rounds; in
-    place, returns the solved fields. With ``pz = 1`` a local solve each. Else every chunk of the
+    place, returns the solved fields, plus ``addends[component]`` where given (``u + du`` in the
+    solves' last pass on C-ordered GPU fields). With ``pz = 1`` a local solve each. Else every chunk of the
     group gathers all boundary rows and solves the whole reduced systems (one round), or, where
     :attr:`ZSolve.gathers` says not, the rows go to the chunk that owns their slice of columns,
     which solves and returns them (two rounds: the paper's x->z transpose of the reduced rows)."""
     q, pz = key[1], dec.pencils[1]
     how = ZSolve.of(PTDMA, pz)
+    addends = addends or {}
     if how.kind == LOCAL:
-        return {c: solve_locally(cache, f, operators[c], (c, alpha)) for c, f in fields.items()}
+        return {c: solve_locally(cache, f, operators[c], (c, alpha), addends.get(c)) for c, f in fields.items()}
     components = list(fields)
     parts = []
     for c in components:
@@ -155,4 +181,4 @@ def solve_distributed(ex, dec, key: tuple[int, int], cache: dict, fields: dict, 
 
         back = ex.exchange({key: solved}, dec.indices, group, cut_back, None, site=f"z-solutions{len(parts)}")[key]
         mine = [xp.concatenate([piece[j] for piece in back], axis=1) for j in range(len(parts))]
-    return {c: part.finish(rows) for c, part, rows in zip(components, parts, mine, strict=True)}
+    return {c: part.finish(rows, addends.get(c)) for c, part, rows in zip(components, parts, mine, strict=True)}

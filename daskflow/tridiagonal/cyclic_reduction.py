@@ -202,6 +202,9 @@ def reduce(d, chunk: ReducedChunk):
     """Algorithm 2, step 2: reduce ``d`` of shape ``(m, *cols)`` in place; returns its boundary rows.
 
     The result has shape ``(1 or 2, *cols)``: the reduced right-hand side of the first and last row.
+    What the interior holds is for :func:`reconstruct` alone: with coefficients recomputed on the GPU
+    (:class:`ReducedChunk`) the reduction makes one sweep (the first row's value a sum accumulated
+    along it) and leaves the forward values, which the reconstruction sweeps back.
     """
     xp = array_module(d)
     m = d.shape[0]

@@ -415,9 +415,14 @@ extern "C" __global__ void cr_reconstruct(T* d, const T* first, const T* last, c
     # without reading (m, ncols) coefficient arrays: the set-up's forward recurrence (b_k, and the
     # forward a_k) is recomputed with the set-up's arithmetic from the 1-D rows (float64), along the
     # forward sweep, and per segment of SEGMENT rows from the values entering it (``entering``,
-    # (nseg, 2, ncols): b and a of row SEGMENT * j - 1) for the sweeps that run backwards; the
-    # backward recurrences of the final a_k and c_k run along the reconstruction. The values meet the
-    # data in the working precision R, as the set-up's cast arrays did.
+    # (nseg, 2, ncols): b and a of row SEGMENT * j - 1) for the reconstruction, which runs backwards.
+    # Two sweeps, as Thomas makes: the reduction stores only the forward sweep, whose last value is
+    # the last row's reduced right-hand side; the first row's, which cr_reduce's backward sweep ends
+    # on, is that sweep unrolled, sum_k v_k d'_k with v_0 = 1, v_k = -v_{k-1} upper[k-1] / b_k (a
+    # forward product), accumulated by the forward sweep. The reconstruction is the backward sweep of
+    # the forward rows, a_k x_0 + b_k x_k + upper[k] x_{k+1} = d'_k. The values meet the data in the
+    # working precision R, as the set-up's cast arrays did; the solution is cr_reduce's and
+    # cr_reconstruct's up to rounding (the last boundary row's value has their bits).
     "cr_reduce_shifted": _FORWARD_ROWS + r"""
 extern "C" __global__ void cr_reduce_shifted(T* d, const double* lower, const double* diag, const double* upper,
         const double* shift, const double* entering, const int m, const long long ncols) {
@@ -425,7 +430,9 @@ extern "C" __global__ void cr_reduce_shifted(T* d, const double* lower, const do
     if (col >= ncols || m < 3) return;
     const double s = shift[col];
     double b = diag[1] + s, a = lower[1], inv = 1.0 / b;
+    double v = -upper[0] * inv;  // v_1
     T prev = d[ncols + col];
+    T first = d[col] + R(v) * prev;
     for (int k = 2; k < m; ++k) {
         const long long i = k * ncols + col;
         prev = d[i] - R(lower[k]) * prev * R(inv);
@@ -433,22 +440,11 @@ extern "C" __global__ void cr_reduce_shifted(T* d, const double* lower, const do
         if (k < m - 1) {
             forward_row(k, lower, diag, upper, s, inv, b, a);
             inv = 1.0 / b;
+            v = -v * upper[k - 1] * inv;
+            first += R(v) * prev;
         }
     }
-    T next = d[(long long)(m - 2) * ncols + col];
-    for (int r0 = ((m - 2) / SEGMENT) * SEGMENT; r0 >= 0; r0 -= SEGMENT) {
-        double invs[SEGMENT], as[SEGMENT];
-        segment_rows(r0, m, lower, diag, upper, s, entering, ncols, col, invs, as);
-        #pragma unroll
-        for (int j = SEGMENT - 1; j >= 0; --j) {
-            const int r = r0 + j;  // the row whose 1/b eliminates row r - 1's upper coupling
-            if (r >= 1 && r <= m - 2) {
-                const long long i = (long long)(r - 1) * ncols + col;
-                next = d[i] - R(upper[r - 1]) * next * R(invs[j]);
-                d[i] = next;
-            }
-        }
-    }
+    d[col] = first;
 }
 """,
     "cr_reconstruct_shifted": _FORWARD_ROWS + r"""
@@ -461,7 +457,7 @@ extern "C" __global__ void cr_reconstruct_shifted(T* d, const T* first, const T*
     d[col] = x0;
     if (m > 1) d[(long long)(m - 1) * ncols + col] = xl;
     const double s = shift[col];
-    double a_next = 0.0, c_next = 0.0, inv_next = 1.0;  // final a and c of row k + 1, and its 1/b
+    T x = xl;
     for (int r0 = ((m - 2) / SEGMENT) * SEGMENT; m >= 3 && r0 >= 0; r0 -= SEGMENT) {
         double invs[SEGMENT], as[SEGMENT];
         segment_rows(r0, m, lower, diag, upper, s, entering, ncols, col, invs, as);
@@ -469,12 +465,9 @@ extern "C" __global__ void cr_reconstruct_shifted(T* d, const T* first, const T*
         for (int j = SEGMENT - 1; j >= 0; --j) {
             const int k = r0 + j;
             if (k >= 1 && k <= m - 2) {
-                const double a_k = k == m - 2 ? as[j]
-                    : __dsub_rn(as[j], __dmul_rn(__dmul_rn(upper[k], a_next), inv_next));
-                const double c_k = k == m - 2 ? upper[k] : __dmul_rn(__dmul_rn(-upper[k], c_next), inv_next);
                 const long long i = k * ncols + col;
-                d[i] = (d[i] - R(a_k) * x0 - R(c_k) * xl) * R(invs[j]);
-                a_next = a_k; c_next = c_k; inv_next = invs[j];
+                x = (d[i] - R(as[j]) * x0 - R(upper[k]) * x) * R(invs[j]);
+                d[i] = x;
             }
         }
     }

@@ -33,7 +33,7 @@ def test_the_account_of_a_z_implicit_step_counts_each_operation_and_its_bytes():
         "explicit_terms": 3 * 3 * (padded + field),
         "divergence": 3 * (3 * padded + field),
         "solve_pressure": 3 * 2 * field,
-        "implicit_z": 9 * 2 * field,  # in place: read and written
+        "implicit_z": 9 * 3 * field,  # the increment read and written in place, the component read: u + du
         "local_rate": 3 * field,
         # the predictor's updates read P, the padded component (its second differences in the same
         # pass) and one term in the first substep, two later, and write the increment; the

@@ -1,0 +1,194 @@
+"""CUDA kernels that solve tridiagonal systems along the rows of a C-ordered field ``(nrows, stride)``,
+each row's first ``m`` values one system (a C-ordered field solved along z, with no transposed copy
+of it): Thomas's sweeps and P-TDMA's local reduction and reconstruction, for one matrix shared by
+every row. One warp takes 32 rows and stages tiles of 32 values x 32 rows through shared memory,
+so that global reads and writes run along the rows (coalesced) while each thread sweeps its own
+row in the tile. Launched by :func:`daskflow.tridiagonal.kernels.launch` (one warp a block); real
+types only (shared memory of a complex type would need a constructor).
+"""
+
+from __future__ import annotations
+
+# The helpers every kernel below starts with; T and R are the preamble's types.
+TILES = r"""
+// The tiles of the _rows kernels: values k0..k0+kn-1 of up to 32 rows of a (rows, stride) block
+// through shared memory, every row read and written along itself by the lanes of one warp. A block
+// (one warp) takes rows row0..row0+rows-1 of d, which start at base. Global loads go in batches of
+// B independent loads before their values are stored anywhere: a load right after a store may read
+// what the store wrote (the compiler cannot tell shared from global behind a pointer), so one at a
+// time each would wait the memory's full latency. B trades that latency against registers: 16 for
+// the Thomas sweeps, 8 for P-TDMA's (measured on an H200).
+#define ROW_TILES(nrows) \
+    __shared__ T tile[32][33]; \
+    const int lane = threadIdx.x; \
+    const long long row0 = blockIdx.x * 32LL; \
+    const int rows = (int)min(32LL, (nrows) - row0); \
+    T* base = d + row0 * stride
+// The addend's rows of this block (nullptr where there is none, adding == 0).
+#define ADDED_ROWS(addend, adding) ((adding) ? (addend) + row0 * stride : nullptr)
+// Coefficient c[k0 + lane + shift] of the tile's rows into shared memory (where it exists), read by
+// every lane in the sweep; published by load_tile's __syncwarp.
+#define STAGE(dst, src, shift) \
+    if (lane < kn && k0 + lane + (shift) >= 0 && k0 + lane + (shift) < m) dst[lane] = src[k0 + lane + (shift)]
+template <int B>
+__device__ void load_tile(T (*tile)[33], const T* base, long long stride, int k0, int kn, int rows, int lane) {
+    for (int r0 = 0; r0 < rows; r0 += B) {
+        T v[B];
+        #pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (r0 + i < rows && lane < kn) v[i] = base[(r0 + i) * stride + k0 + lane];
+        #pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (r0 + i < rows && lane < kn) tile[r0 + i][lane] = v[i];
+    }
+    __syncwarp();
+}
+__device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int kn, int rows, int lane) {
+    __syncwarp();
+    for (int r = 0; r < rows; ++r)
+        if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
+    __syncwarp();
+}
+// A solve's last store: the tile plus an addend of d's layout (the solution added to the field it
+// increments, u + du, as the values leave; added = nullptr stores the tile alone).
+template <int B>
+__device__ void store_tile_adding(T (*tile)[33], T* base, const T* added, long long stride, int k0, int kn,
+        int rows, int lane) {
+    if (added == nullptr) {
+        store_tile(tile, base, stride, k0, kn, rows, lane);
+        return;
+    }
+    __syncwarp();
+    for (int r0 = 0; r0 < rows; r0 += B) {
+        T v[B];
+        #pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (r0 + i < rows && lane < kn) v[i] = added[(r0 + i) * stride + k0 + lane];
+        #pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (r0 + i < rows && lane < kn) base[(r0 + i) * stride + k0 + lane] = tile[r0 + i][lane] + v[i];
+    }
+    __syncwarp();
+}
+"""
+
+SOURCES = {
+    # thomas_uniform on rows instead of columns: d is (ncols, stride) C-ordered, each row's first m
+    # values one system (a C-ordered field solved along z, no transposed copy). One warp per 32 rows
+    # stages tiles of 32 values x 32 rows through shared memory, so that global reads and writes run
+    # along the rows (coalesced) while each thread sweeps its own row in the tile; the arithmetic is
+    # thomas_uniform's, in its order. With adding != 0 the solution leaves as addend + x (addend in
+    # d's layout). Real types only (shared memory of a complex type would need a constructor).
+    "thomas_uniform_rows": TILES + r"""
+extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
+        const long long ncols, const long long stride, const T* addend, const int adding) {
+    ROW_TILES(ncols);
+    __shared__ R c0[32], c1[32];
+    const T* added = ADDED_ROWS(addend, adding);
+    T x = T(0);
+    for (int k0 = 0; k0 < m; k0 += 32) {
+        const int kn = min(32, m - k0);
+        STAGE(c0, lower, 0);
+        STAGE(c1, inv, 0);
+        load_tile<16>(tile, base, stride, k0, kn, rows, lane);
+        if (lane < rows) {
+            for (int j = 0; j < kn; ++j) {
+                const int k = k0 + j;
+                x = k == 0 ? tile[lane][j] * c1[0] : (tile[lane][j] - c0[j] * x) * c1[j];
+                tile[lane][j] = x;
+            }
+        }
+        store_tile(tile, base, stride, k0, kn, rows, lane);
+    }
+    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
+        const int kn = min(32, m - k0);
+        STAGE(c0, cp, 0);
+        load_tile<16>(tile, base, stride, k0, kn, rows, lane);
+        if (lane < rows) {
+            for (int j = kn - 1; j >= 0; --j) {
+                const int k = k0 + j;
+                if (k < m - 1) {
+                    x = tile[lane][j] - c0[j] * x;
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        store_tile_adding<16>(tile, base, added, stride, k0, kn, rows, lane);
+    }
+}
+""",
+    # P-TDMA's local reduction on rows, for one matrix shared by every row: d is (nrows, stride)
+    # C-ordered, each row's first m values one chunk of a system. One forward sweep (cr_reduce's, in
+    # its arithmetic) stores the forward values; the backward sweep's only result a solve needs, row
+    # 0's reduced value, is a fixed weighted sum of the row's right-hand side (first_weights), which
+    # the same sweep accumulates and writes into row 0. Tiles through shared memory as in
+    # thomas_uniform_rows: two passes over the chunk, as many as a local Thomas sweep's forward half.
+    "cr_reduce_rows": TILES + r"""
+extern "C" __global__ void cr_reduce_rows(T* __restrict__ d, const R* __restrict__ lower,
+        const R* __restrict__ inv_b, const R* __restrict__ first_weights, const int m,
+        const long long nrows, const long long stride) {
+    ROW_TILES(nrows);
+    __shared__ R c0[32], c1[32], c2[32];
+    if (m < 3) return;
+    T x = T(0), first = T(0);
+    for (int k0 = 0; k0 < m; k0 += 32) {
+        const int kn = min(32, m - k0);
+        STAGE(c0, lower, 0);
+        STAGE(c1, inv_b, -1);
+        STAGE(c2, first_weights, 0);
+        load_tile<8>(tile, base, stride, k0, kn, rows, lane);
+        if (lane < rows) {
+            for (int j = 0; j < kn; ++j) {
+                const int k = k0 + j;
+                const T t = tile[lane][j];
+                first += c2[j] * t;
+                if (k == 1) x = t;
+                if (k >= 2) {
+                    x = t - c0[j] * x * c1[j];
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        store_tile(tile, base, stride, k0, kn, rows, lane);
+    }
+    if (lane < rows) base[lane * stride] = first;
+}
+""",
+    # The reconstruction after cr_reduce_rows: the solved boundary values first and last (one per
+    # row) known, the interior is the backward sweep of the forward values, each row k of which reads
+    # forward_a[k] x_0 + b_k x_k + upper[k] x_{k+1} = d'_k. Tiles, and the addend, as in
+    # thomas_uniform_rows.
+    "cr_reconstruct_rows": TILES + r"""
+extern "C" __global__ void cr_reconstruct_rows(T* __restrict__ d, const T* __restrict__ first,
+        const T* __restrict__ last, const R* __restrict__ forward_a, const R* __restrict__ upper,
+        const R* __restrict__ inv_b, const int m, const long long nrows, const long long stride,
+        const T* __restrict__ addend, const int adding) {
+    ROW_TILES(nrows);
+    __shared__ R c0[32], c1[32], c2[32];
+    const T* added = ADDED_ROWS(addend, adding);
+    const T x0 = lane < rows ? first[row0 + lane] : T(0);
+    T x = lane < rows ? last[row0 + lane] : T(0);
+    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
+        const int kn = min(32, m - k0);
+        STAGE(c0, forward_a, 0);
+        STAGE(c1, upper, 0);
+        STAGE(c2, inv_b, 0);
+        load_tile<8>(tile, base, stride, k0, kn, rows, lane);
+        if (lane < rows) {
+            for (int j = kn - 1; j >= 0; --j) {
+                const int k = k0 + j;
+                if (k == 0) {
+                    tile[lane][j] = x0;
+                } else if (k < m - 1) {
+                    x = (tile[lane][j] - c0[j] * x0 - c1[j] * x) * c2[j];
+                    tile[lane][j] = x;
+                } else {
+                    tile[lane][j] = x;
+                }
+            }
+        }
+        store_tile_adding<8>(tile, base, added, stride, k0, kn, rows, lane);
+    }
+}
+""",
+}

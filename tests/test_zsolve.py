@@ -11,7 +11,7 @@ from daskflow.pencils.team import Team
 from daskflow.stencils import Tridiagonal
 from daskflow.zsolve.choice import ZSolve
 from daskflow.zsolve.group import reduced_offsets
-from daskflow.zsolve.shared import solve_distributed, solve_locally
+from daskflow.zsolve.shared import add_addend, solve_distributed, solve_locally
 
 
 def test_one_choice_of_z_solve_for_every_method_and_decomposition():
@@ -134,3 +134,17 @@ def test_gpu_solves_along_rows_add_the_addend_in_their_last_pass(cupy, pencils):
     assert solve_locally({}, field, operators[0], (0, 0.1), fortran) is field
     solve_locally({}, alone, operators[0], (0, 0.1))
     np.testing.assert_array_equal(cupy.asnumpy(field), addends[0] + cupy.asnumpy(alone))
+
+
+def test_add_addend_completes_what_a_solve_along_rows_added():
+    """A solve along rows adds the addend to its first ``added`` z values (the unknowns): the rest,
+    the stored wall face, is added here; nothing added, the whole field; no addend, nothing."""
+    rng = np.random.default_rng(8)
+    field, addend = rng.standard_normal((3, 4, 6)), rng.standard_normal((3, 4, 6))
+    partly = field.copy()
+    partly[..., :5] += addend[..., :5]  # what the kernels leave
+    assert add_addend(partly, addend, 5) is partly
+    np.testing.assert_array_equal(partly, field + addend)
+    whole = field.copy()
+    np.testing.assert_array_equal(add_addend(whole, addend), field + addend)
+    assert add_addend(whole, None) is whole

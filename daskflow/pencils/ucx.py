@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from daskflow import settings
 from daskflow.pencils.link import PeerAborted
 
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -127,9 +128,12 @@ class UcxLink:
         self._sent = [0] * size  # messages sent to each peer so far, and received from each
         self._received = [0] * size
 
+        handle_errors = settings.get("ucx-error-handling")
+
         async def connect():
             ucxx.continuous_ucx_progress()
-            return {peer: await ucxx.create_endpoint_from_worker_address(ucxx.get_ucx_address_from_buffer(a))
+            return {peer: await ucxx.create_endpoint_from_worker_address(ucxx.get_ucx_address_from_buffer(a),
+                                                                         endpoint_error_handling=handle_errors)
                     for peer, a in enumerate(addresses) if peer != rank}
 
         self._endpoints = _run(connect())

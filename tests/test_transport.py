@@ -566,6 +566,32 @@ def test_the_comm_setting_is_validated():
         validate({"cluster": {"comm": "nccl"}, "solver": {"device": "cpu"}})
 
 
+@pytest.mark.parametrize("handle_errors", [False, True])
+def test_ucx_endpoints_ask_for_peer_error_handling_only_where_the_key_says(monkeypatch, handle_errors):
+    """UCX leaves out the transports that cannot report a failed peer (shared memory among them) when
+    an endpoint asks for that: the link's endpoints ask only with ``daskflow.ucx-error-handling``."""
+    import dask
+
+    from daskflow.pencils import ucx
+
+    made = []
+
+    class FakeUcxx:  # what the link calls of UCXX, recorded
+        continuous_ucx_progress = staticmethod(lambda: None)
+        get_ucx_address_from_buffer = staticmethod(lambda address: address)
+
+        @staticmethod
+        async def create_endpoint_from_worker_address(address, **kwargs):
+            made.append((address, kwargs))
+            return object()
+
+    monkeypatch.setattr(ucx, "_ucxx", lambda: FakeUcxx)
+    with dask.config.set({"daskflow.ucx-error-handling": handle_errors}):
+        ucx.UcxLink(3, 1, ("token", "cpu", [b"a0", b"a1", b"a2"]))
+    assert made == [(b"a0", {"endpoint_error_handling": handle_errors}),
+                    (b"a2", {"endpoint_error_handling": handle_errors})]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ucxx") is None, reason="needs UCXX (ucxx-cu13 or ucxx-cu12)")
 def test_ucx_transport_steps_equal_the_mailbox_bit_for_bit():
     """UCXX endpoints between two worker processes (NumPy pieces over UCX's shared memory or TCP):

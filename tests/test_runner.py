@@ -78,17 +78,17 @@ def test_info_reports_versions():
     assert info["cuda_graphs"] == {"one_pencil_points": 4194304, "pencils": True,  # the declared defaults
                                    "points_per_pencil": 33554432}
     assert info["transpose_slabs"] == {"captured_step": 3, "otherwise": 1}
-    assert info["control_interval_s"] == 0.0005
+    assert info["control_interval_s"] == 0.0005 and info["ucx_error_handling"] is False
 
 
 def test_info_reports_the_settings_in_force(tmp_path):
     env = {**os.environ, "DASK_DASKFLOW__DISTRIBUTED_CUDA_GRAPHS": "False", "DASK_DASKFLOW__CONTROL_INTERVAL": "0.002",
-           "DASK_DASKFLOW__STEP_TRANSPOSE_SLABS": "2"}
+           "DASK_DASKFLOW__STEP_TRANSPOSE_SLABS": "2", "DASK_DASKFLOW__UCX_ERROR_HANDLING": "True"}
     proc = _daskflow("info", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["cuda_graphs"]["pencils"] is False and info["control_interval_s"] == 0.002
-    assert info["transpose_slabs"]["captured_step"] == 2
+    assert info["transpose_slabs"]["captured_step"] == 2 and info["ucx_error_handling"] is True
 
 
 def test_jobscript_for_slurm_and_pbs(tmp_path):

@@ -48,6 +48,9 @@ def info(args) -> int:
                                           "otherwise": int(settings.get("transpose-slabs"))},
                       # how soon Dask's control messages leave while pencils run (distributed: 2-10 ms)
                       "control_interval_s": settings.get("control-interval"),
+                      # whether the ucx transport's endpoints ask UCX to report a failed peer (UCX then
+                      # leaves out shared memory and the other transports that cannot)
+                      "ucx_error_handling": settings.get("ucx-error-handling"),
                       "default_cluster": f"LocalCUDACluster ({protocol.upper()})" if cuda_cluster else "LocalCluster",
                       "exchanges": comm, "exchange_candidates": candidates}, indent=2))
     return 0

@@ -116,7 +116,7 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     recomputed = xp is not np and s.size > 1
     _forward(A, B, C, s, a, b)
     entering = _entering(xp, a, b) if recomputed else None
-    forward_a = list(a) if one else None
+    forward_a, weights = (list(a) if one else None), None  # the rows kernels' coefficients: one column only
     _backward(A, B, C, s, a, b, c)
     if one:
         weights = _first_row_weights(A, C, b)
@@ -127,9 +127,7 @@ def precompute(lower, diag, upper, shift) -> ReducedChunk:
     bu = xp.stack([c[0]] + ([c[m - 1] * 0 + C[m - 1]] if m >= 2 else []))
     if recomputed:
         return ReducedChunk(None, None, None, A, C, bl, bd, bu, B, s, entering)
-    if one:
-        return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu, forward_a=forward_a, first_weights=weights)
-    return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu)
+    return ReducedChunk(a, c, 1.0 / b, A, C, bl, bd, bu, forward_a=forward_a, first_weights=weights)
 
 
 def _first_row_weights(A: list, C: list, b: list) -> list:

@@ -73,12 +73,8 @@ __device__ void store_tile_adding(T (*tile)[33], T* base, const T* added, long l
 """
 
 SOURCES = {
-    # thomas_uniform on rows instead of columns: d is (ncols, stride) C-ordered, each row's first m
-    # values one system (a C-ordered field solved along z, no transposed copy). One warp per 32 rows
-    # stages tiles of 32 values x 32 rows through shared memory, so that global reads and writes run
-    # along the rows (coalesced) while each thread sweeps its own row in the tile; the arithmetic is
-    # thomas_uniform's, in its order. With adding != 0 the solution leaves as addend + x (addend in
-    # d's layout). Real types only (shared memory of a complex type would need a constructor).
+    # thomas_uniform on rows, its arithmetic in its order. With adding != 0 the solution leaves as
+    # addend + x (addend in d's layout).
     "thomas_uniform_rows": TILES + r"""
 extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
         const long long ncols, const long long stride, const T* addend, const int adding) {

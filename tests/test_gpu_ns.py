@@ -379,6 +379,27 @@ def test_the_divergence_and_rate_kernels_equal_the_array_code(cupy, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_flow_rate_sum_kernel_equals_the_array_code_to_rounding(cupy, rng, dtype):
+    """``sum(u dz)`` in one launch: the array code's float64 value to rounding, over a z length that
+    does not divide the kernel's grid, a field of one z point and an empty one; a strided field
+    takes the array code itself."""
+    from daskflow.ns.domain import weighted_sum
+
+    for shape in ((37, 29, 61), (5, 4, 1), (0, 3, 4)):
+        u = cupy.asarray(rng.standard_normal(shape).astype(dtype))
+        dz = rng.uniform(0.1, 1.0, shape[2])
+        got = weighted_sum(u, dz)
+        with _array_code():
+            want = weighted_sum(u, dz)
+        assert got.dtype == want.dtype == np.float64 and got.shape == ()
+        scale = float(abs(u).astype(np.float64).sum()) * dz.max()
+        assert abs(float(got) - float(want)) <= 1e-14 * max(scale, 1.0), shape
+    strided = cupy.asarray(rng.standard_normal((6, 10, 7)))[:, ::2, :]
+    dz = rng.uniform(0.1, 1.0, 7)
+    assert float(weighted_sum(strided, dz)) == float((strided * cupy.asarray(dz)[None, None, :]).sum())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_a_z_solve_of_a_c_ordered_gpu_field_runs_along_its_rows_with_the_column_bits(cupy, rng, dtype):
     """The z-implicit solve of a C-ordered CuPy field solves its z rows in place (no transposed copy)
     and gives the bits of the column solve, for a centred field (all of z) and a face field (the

@@ -243,3 +243,36 @@ def test_one_column_precompute_is_the_vector_codes_bits(m):
         assert x.shape == y.shape, name
         np.testing.assert_array_equal(x, y, err_msg=name)
     assert one.to(np) is one
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [5, 37, 144])
+def test_every_tile_geometry_of_the_row_kernels_gives_the_same_bits(cupy, m):
+    """The ``_rows`` kernels' arithmetic does not depend on their tiles: each geometry a benchmark
+    may sweep (values per tile, warps per block, load batches) gives the bits of one warp a block with
+    32-value tiles, over rows not a multiple of a block and chunks shorter and longer than a tile; the
+    shipped geometries (each kernel its own) give them too."""
+    rng = np.random.default_rng(11)
+    lower, upper = -rng.uniform(0.2, 1, m), -rng.uniform(0.2, 1, m)
+    diag = 1 - lower - upper
+    factored = FactoredTridiagonal.factor(lower[:, None], diag[:, None], upper[:, None], False).to(cupy)
+    chunk = tridiagonal.precompute(lower, diag, upper, np.zeros(1))
+    field0 = cupy.asarray(rng.standard_normal((3, 50, m + 3)))
+    addend = cupy.asarray(rng.standard_normal(field0.shape))
+    ends = cupy.asarray(rng.standard_normal((2, 150)))
+
+    def solves(geometry):
+        thomas, reduced = field0.copy(), field0.copy()
+        assert tridiagonal.solve_rows_in_place(factored, thomas, addend, geometry)
+        boundary = tridiagonal.reduce_rows(reduced, m, chunk, geometry)
+        rebuilt = tridiagonal.reconstruct_rows(reduced.copy(), ends[0], ends[1], m, chunk, addend, geometry)
+        return [cupy.asnumpy(a) for a in (thomas, reduced, boundary, rebuilt)]
+
+    want = solves({"VALUES": 32, "WARPS": 1, "BATCH": 16})
+    for values, warps, batch in [(32, 2, 4), (16, 1, 16), (16, 2, 8), (16, 4, 32), (8, 2, 16), (8, 4, 8)]:
+        got = solves({"VALUES": values, "WARPS": warps, "BATCH": batch})
+        for name, g, w in zip(("thomas", "reduced", "boundary", "rebuilt"), got, want, strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=f"{name} at {values} values, {warps} warps, batch {batch}")
+    for name, g, w in zip(("thomas", "reduced", "boundary", "rebuilt"), solves(None), want, strict=True):
+        np.testing.assert_array_equal(g, w, err_msg=f"{name}, shipped geometry")
+    np.testing.assert_array_equal(want[3][..., m:], cupy.asnumpy(field0)[..., m:])

@@ -1,5 +1,5 @@
 """Fused CUDA kernels of the time step: the explicit momentum terms, the padding of a field and a
-pencil's halo ring, and the CFL rate (the RK update, second differences, divergence and pressure
+pencil's halo ring, the CFL rate and the flow-rate sum (the RK update, second differences, divergence and pressure
 update are in :mod:`daskflow.ns.field_kernels`).
 
 :func:`explicit_terms` (advection + explicit diffusion): one thread per interior point computes all
@@ -251,3 +251,50 @@ def advective_rate(u, v, w, dx: float, dy: float, dz):
     kernel((max(blocks, 1),), (256,), (u, v, w, dz, out, np.int64(u.size), np.int32(u.shape[2]), scalar(dx),
                                      scalar(dy)))
     return out.view(np.float64)[0]
+
+
+_WEIGHTED_SUM_SOURCE = r"""
+typedef {T} T;
+// sum(u * dz) over a C-ordered field, dz the float64 z widths (the array code's product is float64
+// too): a grid-stride loop (the z index stepped along, not divided out per point), a warp's sum by
+// shuffles, a block's into partials[blockIdx.x]. The grid is fixed, so the order of the additions,
+// and the bits, are the same on every device.
+extern "C" __global__ void z_weighted_sum(const T* u, const double* dz, double* partials, const long long n,
+        const int nz) {{
+    __shared__ double warps[32];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    const int dk = (int)(step % nz);
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    int k = (int)(i % nz);
+    double sum = 0.0;
+    for (; i < n; i += step) {{
+        sum += (double)u[i] * dz[k];
+        k += dk;
+        if (k >= nz) k -= nz;
+    }}
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffff, sum, offset);
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {{
+        sum = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.0;
+        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffff, sum, offset);
+        if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+    }}
+}}
+"""
+_SUM_BLOCKS = 1024
+
+
+def z_weighted_sum(u, dz):
+    """``sum(u * dz)`` over a C-contiguous CuPy field ``(nx, ny, nz)`` (``dz`` a float64 CuPy vector
+    of the z widths) as a float64 0-d CuPy array: one read of the field, where the array code writes
+    the product and reads it back (the flow-rate forcing's sum at every substep). Capturable in a
+    CUDA graph, as a library call (cuBLAS) is not."""
+    import cupy
+
+    if u.size == 0:
+        return cupy.zeros((), dtype=np.float64)
+    partials = cupy.empty(_SUM_BLOCKS, dtype=np.float64)
+    kernel = _kernel(_WEIGHTED_SUM_SOURCE, "z_weighted_sum", u.dtype)
+    kernel((_SUM_BLOCKS,), (256,), (u, dz, partials, np.int64(u.size), np.int32(u.shape[2])))
+    return partials.sum()

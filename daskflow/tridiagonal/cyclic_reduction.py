@@ -301,35 +301,37 @@ def _row_coefficients(field, chunk: ReducedChunk, names: tuple[str, ...]) -> lis
     return [xp.ascontiguousarray(xp.asarray(getattr(chunk, n), dtype=field.dtype).ravel()) for n in names]
 
 
-def reduce_rows(field, m: int, chunk: ReducedChunk):
+def reduce_rows(field, m: int, chunk: ReducedChunk, geometry: dict | None = None):
     """:func:`reduce` of the first ``m`` values of every row of ``field`` (:func:`along_rows`), in
     place, in one sweep: the forward values are stored (the same bits as :func:`reduce`'s forward
     half, and the last row's reduced value with them) and the first row's reduced value is its
     weighted sum (:class:`ReducedChunk` ``first_weights``: the same value up to rounding). The
     interior is left for :func:`reconstruct_rows`, which alone can read it. Returns the boundary
-    rows ``(1 or 2, rows)`` (rows in C order of ``field``'s leading axes)."""
+    rows ``(1 or 2, rows)`` (rows in C order of ``field``'s leading axes). ``geometry`` overrides
+    the kernel's tiles (:data:`~daskflow.tridiagonal.row_kernels.GEOMETRY`)."""
     stride = field.shape[-1]
     nrows = field.size // stride
     lower, inv_b, weights = _row_coefficients(field, chunk, ("lower", "inv_b", "first_weights"))
     kernels.launch("cr_reduce_rows", field.dtype, nrows, field, lower, inv_b, weights, np.int32(m),
-                   np.int64(nrows), np.int64(stride))
+                   np.int64(nrows), np.int64(stride), geometry=geometry)
     rows = field.reshape(nrows, stride)
     return rows[:, boundary_slice(m)].T.copy()
 
 
-def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk, addend=None):
+def reconstruct_rows(field, first, last, m: int, chunk: ReducedChunk, addend=None, geometry: dict | None = None):
     """The solution of the first ``m`` values of every row of ``field`` reduced by
     :func:`reduce_rows`, from the solved boundary values ``first`` and ``last`` (one per row): the
     backward sweep of the stored forward values, in place; returns ``field``. With
     :func:`reduce_rows`, two sweeps in all, as a local Thomas solve makes. With ``addend``
-    (:func:`~daskflow.tridiagonal.thomas.rows_addend`) the values leave as ``addend + x``."""
+    (:func:`~daskflow.tridiagonal.thomas.rows_addend`) the values leave as ``addend + x``;
+    ``geometry`` as :func:`reduce_rows`'s."""
     xp = array_module(field)
     stride = field.shape[-1]
     nrows = field.size // stride
     x0, xl = (xp.ascontiguousarray(v, dtype=field.dtype).reshape(-1) for v in (first, last))
     forward_a, upper, inv_b = _row_coefficients(field, chunk, ("forward_a", "upper", "inv_b"))
     kernels.launch("cr_reconstruct_rows", field.dtype, nrows, field, x0, xl, forward_a, upper, inv_b, np.int32(m),
-                   np.int64(nrows), np.int64(stride), *rows_addend(field, addend))
+                   np.int64(nrows), np.int64(stride), *rows_addend(field, addend), geometry=geometry)
     return field
 
 

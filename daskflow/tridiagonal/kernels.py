@@ -308,18 +308,21 @@ _CTYPES = {
     np.dtype(np.complex64): "complex<float>",
 }
 THREADS = 128
-# kernels that stage their tiles by warp: 32 threads a block
-BLOCKS_OF_ONE_WARP = tuple(row_kernels.SOURCES)
 
 
 @functools.cache
-def _source(name: str, dtype: np.dtype) -> str:
+def _source(name: str, dtype: np.dtype, geometry: tuple) -> str:
     real = np.dtype(dtype).type(0).real.dtype
-    return _PREAMBLE.format(T=_CTYPES[np.dtype(dtype)], R=_CTYPES[real]) + _SOURCES[name]
+    head = _PREAMBLE.format(T=_CTYPES[np.dtype(dtype)], R=_CTYPES[real])
+    return head + row_kernels.definitions(dict(geometry)) + _SOURCES[name]
 
 
-def launch(name: str, dtype: np.dtype, ncols: int, *args) -> None:
-    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (or rows: one warp per 32)."""
-    kernel = raw_kernel(_source(name, np.dtype(dtype)), name)
-    threads = 32 if name in BLOCKS_OF_ONE_WARP else THREADS
+def launch(name: str, dtype: np.dtype, ncols: int, *args, geometry: dict | None = None) -> None:
+    """Run kernel ``name`` for data type ``dtype`` over ``ncols`` columns (or, for a ``_rows``
+    kernel, rows: 32 a warp, in blocks of its geometry's ``WARPS``). ``geometry`` overrides entries
+    of the kernel's :data:`~daskflow.tridiagonal.row_kernels.GEOMETRY` (a benchmark's sweep)."""
+    own = row_kernels.GEOMETRY.get(name, {})
+    merged = {**own, **geometry} if geometry else own
+    kernel = raw_kernel(_source(name, np.dtype(dtype), tuple(merged.items())), name)
+    threads = 32 * merged["WARPS"] if merged else THREADS
     kernel(((ncols + threads - 1) // threads,), (threads,), args)

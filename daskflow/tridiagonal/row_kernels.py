@@ -1,76 +1,94 @@
 """CUDA kernels that solve tridiagonal systems along the rows of a C-ordered field ``(nrows, stride)``,
 each row's first ``m`` values one system (a C-ordered field solved along z, with no transposed copy
 of it): Thomas's sweeps and P-TDMA's local reduction and reconstruction, for one matrix shared by
-every row. One warp takes 32 rows and stages tiles of 32 values x 32 rows through shared memory,
+every row. One warp takes 32 rows and stages tiles of a few values x 32 rows through shared memory,
 so that global reads and writes run along the rows (coalesced) while each thread sweeps its own
-row in the tile. Launched by :func:`daskflow.tridiagonal.kernels.launch` (one warp a block); real
-types only (shared memory of a complex type would need a constructor).
-"""
+row in the tile. Launched by :func:`daskflow.tridiagonal.kernels.launch` in blocks of a few warps
+(:data:`GEOMETRY`); real types only (shared memory of a complex type would need a constructor)."""
 
 from __future__ import annotations
 
+# Each kernel's tile geometry (overridable per launch: benchmarks/row_kernels.py sweeps them): VALUES
+# values of a row per tile, WARPS warps per block, each with its own tile, and global loads in
+# batches of BATCH instructions (TILES). Measured on an H200 over a 510 x 256 x 144 float64 pencil.
+GEOMETRY = {
+    "thomas_uniform_rows": {"VALUES": 32, "WARPS": 1, "BATCH": 16},
+    "cr_reduce_rows": {"VALUES": 32, "WARPS": 1, "BATCH": 8},
+    "cr_reconstruct_rows": {"VALUES": 16, "WARPS": 4, "BATCH": 16},
+}
+
 # The helpers every kernel below starts with; T and R are the preamble's types.
 TILES = r"""
-// The tiles of the _rows kernels: values k0..k0+kn-1 of up to 32 rows of a (rows, stride) block
-// through shared memory, every row read and written along itself by the lanes of one warp. A block
-// (one warp) takes rows row0..row0+rows-1 of d, which start at base. Global loads go in batches of
-// B independent loads before their values are stored anywhere: a load right after a store may read
-// what the store wrote (the compiler cannot tell shared from global behind a pointer), so one at a
-// time each would wait the memory's full latency. B trades that latency against registers: 16 for
-// the Thomas sweeps, 8 for P-TDMA's (measured on an H200).
+// The tiles of the _rows kernels: values k0..k0+kn-1 (kn <= VALUES) of up to 32 rows of a (rows,
+// stride) block through shared memory, every row read and written along itself by the lanes of one
+// warp, 32 / VALUES rows per instruction. Each warp takes rows row0..row0+rows-1 of d, which start at
+// base. Tiles of 16 values (not 32) let twice as many warps share a multiprocessor's shared memory,
+// and a 144-value chunk fills nine of them exactly. Global loads go in batches of B instructions
+// before their values are stored anywhere: a load right after a store may read what the store wrote
+// (the compiler cannot tell shared from global behind a pointer), so one at a time each would wait
+// the memory's full latency. B trades that latency against registers.
+#define LANE_ROWS (32 / VALUES)
 #define ROW_TILES(nrows) \
-    __shared__ T tile[32][33]; \
-    const int lane = threadIdx.x; \
-    const long long row0 = blockIdx.x * 32LL; \
-    const int rows = (int)min(32LL, (nrows) - row0); \
+    __shared__ T tiles[WARPS][32][VALUES + 1]; \
+    const int lane = threadIdx.x % 32; \
+    const int warp = threadIdx.x / 32; \
+    T (*tile)[VALUES + 1] = tiles[warp]; \
+    const long long row0 = (blockIdx.x * (long long)WARPS + warp) * 32LL; \
+    const int rows = (int)max(0LL, min(32LL, (nrows) - row0)); \
     T* base = d + row0 * stride
-// The addend's rows of this block (nullptr where there is none, adding == 0).
+// A warp's own copy of n coefficient arrays of VALUES values, c[0]..c[n-1].
+#define COEFFICIENTS(n) __shared__ R coefficients[WARPS][n][VALUES]; R (*c)[VALUES] = coefficients[warp]
+// The addend's rows of this warp (nullptr where there is none, adding == 0).
 #define ADDED_ROWS(addend, adding) ((adding) ? (addend) + row0 * stride : nullptr)
-// Coefficient c[k0 + lane + shift] of the tile's rows into shared memory (where it exists), read by
+// Coefficient src[k0 + lane + shift] of the tile's rows into shared memory (where it exists), read by
 // every lane in the sweep; published by load_tile's __syncwarp.
 #define STAGE(dst, src, shift) \
     if (lane < kn && k0 + lane + (shift) >= 0 && k0 + lane + (shift) < m) dst[lane] = src[k0 + lane + (shift)]
+// The element (row r, value j) of a tile that lane moves in instruction i of rows r0...
+#define TILE_ROW(r0, i) ((r0) + (i) * LANE_ROWS + lane / VALUES)
+#define TILE_VALUE (lane % VALUES)
 template <int B>
-__device__ void load_tile(T (*tile)[33], const T* base, long long stride, int k0, int kn, int rows, int lane) {
-    for (int r0 = 0; r0 < rows; r0 += B) {
+__device__ void load_tile(T (*tile)[VALUES + 1], const T* base, long long stride, int k0, int kn, int rows,
+        int lane) {
+    const int j = TILE_VALUE;
+    for (int r0 = 0; r0 < rows; r0 += B * LANE_ROWS) {
         T v[B];
         #pragma unroll
         for (int i = 0; i < B; ++i)
-            if (r0 + i < rows && lane < kn) v[i] = base[(r0 + i) * stride + k0 + lane];
+            if (TILE_ROW(r0, i) < rows && j < kn) v[i] = base[TILE_ROW(r0, i) * stride + k0 + j];
         #pragma unroll
         for (int i = 0; i < B; ++i)
-            if (r0 + i < rows && lane < kn) tile[r0 + i][lane] = v[i];
+            if (TILE_ROW(r0, i) < rows && j < kn) tile[TILE_ROW(r0, i)][j] = v[i];
     }
     __syncwarp();
 }
-__device__ void store_tile(T (*tile)[33], T* base, long long stride, int k0, int kn, int rows, int lane) {
-    __syncwarp();
-    for (int r = 0; r < rows; ++r)
-        if (lane < kn) base[r * stride + k0 + lane] = tile[r][lane];
-    __syncwarp();
-}
-// A solve's last store: the tile plus an addend of d's layout (the solution added to the field it
-// increments, u + du, as the values leave; added = nullptr stores the tile alone).
+// The tile back into the rows, plus an addend of d's layout where added is not nullptr (a solve's last
+// store: the solution added to the field it increments, u + du, as the values leave).
 template <int B>
-__device__ void store_tile_adding(T (*tile)[33], T* base, const T* added, long long stride, int k0, int kn,
+__device__ void store_tile(T (*tile)[VALUES + 1], T* base, const T* added, long long stride, int k0, int kn,
         int rows, int lane) {
-    if (added == nullptr) {
-        store_tile(tile, base, stride, k0, kn, rows, lane);
-        return;
-    }
+    const int j = TILE_VALUE;
     __syncwarp();
-    for (int r0 = 0; r0 < rows; r0 += B) {
+    for (int r0 = 0; r0 < rows; r0 += B * LANE_ROWS) {
         T v[B];
         #pragma unroll
         for (int i = 0; i < B; ++i)
-            if (r0 + i < rows && lane < kn) v[i] = added[(r0 + i) * stride + k0 + lane];
+            if (TILE_ROW(r0, i) < rows && j < kn) v[i] = added ? added[TILE_ROW(r0, i) * stride + k0 + j] : T(0);
         #pragma unroll
         for (int i = 0; i < B; ++i)
-            if (r0 + i < rows && lane < kn) base[(r0 + i) * stride + k0 + lane] = tile[r0 + i][lane] + v[i];
+            if (TILE_ROW(r0, i) < rows && j < kn)
+                base[TILE_ROW(r0, i) * stride + k0 + j] = added ? tile[TILE_ROW(r0, i)][j] + v[i]
+                                                                 : tile[TILE_ROW(r0, i)][j];
     }
     __syncwarp();
 }
 """
+
+
+def definitions(geometry: dict) -> str:
+    """The ``#define`` lines of a tile geometry (a :data:`GEOMETRY` value), to precede :data:`TILES`."""
+    return "".join(f"#define {name} {value}\n" for name, value in geometry.items())
+
 
 SOURCES = {
     # thomas_uniform on rows, its arithmetic in its order. With adding != 0 the solution leaves as
@@ -79,37 +97,37 @@ SOURCES = {
 extern "C" __global__ void thomas_uniform_rows(T* d, const R* lower, const R* inv, const R* cp, const int m,
         const long long ncols, const long long stride, const T* addend, const int adding) {
     ROW_TILES(ncols);
-    __shared__ R c0[32], c1[32];
+    COEFFICIENTS(2);
     const T* added = ADDED_ROWS(addend, adding);
     T x = T(0);
-    for (int k0 = 0; k0 < m; k0 += 32) {
-        const int kn = min(32, m - k0);
-        STAGE(c0, lower, 0);
-        STAGE(c1, inv, 0);
-        load_tile<16>(tile, base, stride, k0, kn, rows, lane);
+    for (int k0 = 0; k0 < m; k0 += VALUES) {
+        const int kn = min(VALUES, m - k0);
+        STAGE(c[0], lower, 0);
+        STAGE(c[1], inv, 0);
+        load_tile<BATCH>(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = 0; j < kn; ++j) {
                 const int k = k0 + j;
-                x = k == 0 ? tile[lane][j] * c1[0] : (tile[lane][j] - c0[j] * x) * c1[j];
+                x = k == 0 ? tile[lane][j] * c[1][0] : (tile[lane][j] - c[0][j] * x) * c[1][j];
                 tile[lane][j] = x;
             }
         }
-        store_tile(tile, base, stride, k0, kn, rows, lane);
+        store_tile<BATCH>(tile, base, nullptr, stride, k0, kn, rows, lane);
     }
-    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
-        const int kn = min(32, m - k0);
-        STAGE(c0, cp, 0);
-        load_tile<16>(tile, base, stride, k0, kn, rows, lane);
+    for (int k0 = ((m - 1) / VALUES) * VALUES; k0 >= 0; k0 -= VALUES) {
+        const int kn = min(VALUES, m - k0);
+        STAGE(c[0], cp, 0);
+        load_tile<BATCH>(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = kn - 1; j >= 0; --j) {
                 const int k = k0 + j;
                 if (k < m - 1) {
-                    x = tile[lane][j] - c0[j] * x;
+                    x = tile[lane][j] - c[0][j] * x;
                     tile[lane][j] = x;
                 }
             }
         }
-        store_tile_adding<16>(tile, base, added, stride, k0, kn, rows, lane);
+        store_tile<BATCH>(tile, base, added, stride, k0, kn, rows, lane);
     }
 }
 """,
@@ -124,28 +142,28 @@ extern "C" __global__ void cr_reduce_rows(T* __restrict__ d, const R* __restrict
         const R* __restrict__ inv_b, const R* __restrict__ first_weights, const int m,
         const long long nrows, const long long stride) {
     ROW_TILES(nrows);
-    __shared__ R c0[32], c1[32], c2[32];
+    COEFFICIENTS(3);
     if (m < 3) return;
     T x = T(0), first = T(0);
-    for (int k0 = 0; k0 < m; k0 += 32) {
-        const int kn = min(32, m - k0);
-        STAGE(c0, lower, 0);
-        STAGE(c1, inv_b, -1);
-        STAGE(c2, first_weights, 0);
-        load_tile<8>(tile, base, stride, k0, kn, rows, lane);
+    for (int k0 = 0; k0 < m; k0 += VALUES) {
+        const int kn = min(VALUES, m - k0);
+        STAGE(c[0], lower, 0);
+        STAGE(c[1], inv_b, -1);
+        STAGE(c[2], first_weights, 0);
+        load_tile<BATCH>(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = 0; j < kn; ++j) {
                 const int k = k0 + j;
                 const T t = tile[lane][j];
-                first += c2[j] * t;
+                first += c[2][j] * t;
                 if (k == 1) x = t;
                 if (k >= 2) {
-                    x = t - c0[j] * x * c1[j];
+                    x = t - c[0][j] * x * c[1][j];
                     tile[lane][j] = x;
                 }
             }
         }
-        store_tile(tile, base, stride, k0, kn, rows, lane);
+        store_tile<BATCH>(tile, base, nullptr, stride, k0, kn, rows, lane);
     }
     if (lane < rows) base[lane * stride] = first;
 }
@@ -160,30 +178,30 @@ extern "C" __global__ void cr_reconstruct_rows(T* __restrict__ d, const T* __res
         const R* __restrict__ inv_b, const int m, const long long nrows, const long long stride,
         const T* __restrict__ addend, const int adding) {
     ROW_TILES(nrows);
-    __shared__ R c0[32], c1[32], c2[32];
+    COEFFICIENTS(3);
     const T* added = ADDED_ROWS(addend, adding);
     const T x0 = lane < rows ? first[row0 + lane] : T(0);
     T x = lane < rows ? last[row0 + lane] : T(0);
-    for (int k0 = ((m - 1) / 32) * 32; k0 >= 0; k0 -= 32) {
-        const int kn = min(32, m - k0);
-        STAGE(c0, forward_a, 0);
-        STAGE(c1, upper, 0);
-        STAGE(c2, inv_b, 0);
-        load_tile<8>(tile, base, stride, k0, kn, rows, lane);
+    for (int k0 = ((m - 1) / VALUES) * VALUES; k0 >= 0; k0 -= VALUES) {
+        const int kn = min(VALUES, m - k0);
+        STAGE(c[0], forward_a, 0);
+        STAGE(c[1], upper, 0);
+        STAGE(c[2], inv_b, 0);
+        load_tile<BATCH>(tile, base, stride, k0, kn, rows, lane);
         if (lane < rows) {
             for (int j = kn - 1; j >= 0; --j) {
                 const int k = k0 + j;
                 if (k == 0) {
                     tile[lane][j] = x0;
                 } else if (k < m - 1) {
-                    x = (tile[lane][j] - c0[j] * x0 - c1[j] * x) * c2[j];
+                    x = (tile[lane][j] - c[0][j] * x0 - c[1][j] * x) * c[2][j];
                     tile[lane][j] = x;
                 } else {
                     tile[lane][j] = x;
                 }
             }
         }
-        store_tile_adding<8>(tile, base, added, stride, k0, kn, rows, lane);
+        store_tile<BATCH>(tile, base, added, stride, k0, kn, rows, lane);
     }
 }
 """,

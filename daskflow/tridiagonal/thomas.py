@@ -184,12 +184,14 @@ class FactoredTridiagonal:
         return x.reshape(d.shape)
 
 
-def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None) -> bool:
+def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None, geometry: dict | None = None) -> bool:
     """Solve the one matrix of ``factored`` (``m`` unknowns, not periodic) along the last axis of the
     C-contiguous real CuPy array ``field`` ``(..., n)``, ``n >= m``, for the first ``m`` values of
     every row, in place, without a transposed copy; the values of :meth:`FactoredTridiagonal.solve`
     on the columns. With ``addend`` (:func:`rows_addend`) those values leave as ``addend + x``, in the
-    solve's last pass. Returns ``False`` (nothing done) where this path does not apply."""
+    solve's last pass; ``geometry`` overrides the kernel's tiles
+    (:data:`~daskflow.tridiagonal.row_kernels.GEOMETRY`). Returns ``False`` (nothing done) where
+    this path does not apply."""
     m = factored.inv_den.shape[0]
     if (not is_cupy_array(field) or factored.periodic or factored.cp.shape[1] != 1 or field.dtype.kind != "f"
             or not field.flags.c_contiguous or field.shape[-1] < m):
@@ -201,7 +203,7 @@ def solve_rows_in_place(factored: FactoredTridiagonal, field, addend=None) -> bo
     stride = field.shape[-1]
     rows = field.size // stride
     kernels.launch("thomas_uniform_rows", real, rows, field, lower, inv_den, cp, np.int32(m), np.int64(rows),
-                   np.int64(stride), *rows_addend(field, addend))
+                   np.int64(stride), *rows_addend(field, addend), geometry=geometry)
     return True
 
 

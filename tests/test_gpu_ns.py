@@ -107,7 +107,7 @@ def _array_code():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_update_and_laplacian_kernels_equal_the_array_code_bit_for_bit(cupy, rng, dtype):
     """The RK update of a component (pressure gradient, body force, one or two explicit terms, with
-    or without the old value, in place) and the second differences of a face or centred field along
+    or without the old value, in place, plus an offset) and the second differences of a face or centred field along
     any axes, in one launch each: the array code's bits, strided operands included."""
     from daskflow.grid import Grid
     from daskflow.ns import operators as ops
@@ -131,6 +131,11 @@ def test_the_update_and_laplacian_kernels_equal_the_array_code_bit_for_bit(cupy,
         with _array_code():
             ops.update(reference, P, m, axis, 0.7, out=reference)
         np.testing.assert_array_equal(inplace.get(), reference.get())
+        for offset in (0.123, cupy.asarray(-0.0456)):  # the flow-rate correction: a number, or on the device
+            got = ops.update(f.copy(), P, m, axis, 0.7, out=None, offset=offset)
+            want = ops.update(f.copy(), P, m, axis, 0.7)
+            want += offset
+            np.testing.assert_array_equal(got.get(), want.get(), err_msg=f"offset {offset}")
     for component in range(4):
         for axes in ((2,), (0, 1), (0, 1, 2), (2, 0)):
             got = ops.laplacian(P, m, component, axes, 0.013)

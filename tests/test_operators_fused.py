@@ -55,6 +55,8 @@ def test_divergence_and_update(setup, blocking, cpu_path):
                                   diffusion=(padded[1], (0, 2), 0.05))
             np.testing.assert_allclose(diffused, increment + 0.05 * ops.laplacian(padded[1], m, axis, (0, 2)),
                                        rtol=0, atol=1e-13 * np.abs(diffused).max())
+            offset = ops.update(None, P, m, axis, 0.2, body, ((0.3, r),), threads=blocking, offset=-0.25)
+            np.testing.assert_array_equal(offset, increment + -0.25)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

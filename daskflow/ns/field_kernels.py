@@ -64,7 +64,7 @@ extern "C" __global__ void update_field(const T* P, const T* f, const T* a1, con
         const long long c1, const long long c2, const long long o0, const long long o1, const long long o2,
         const int nx, const int ny, const int nz, const int axis, const int has_f, const int has_body,
         const int terms, const T xy, const T body, const T factor, const double factor64, const T w1, const T w2,
-        """ + _SD_PARAMS + r""") {{
+        const double* offset, const int has_offset, """ + _SD_PARAMS + r""") {{
     const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (unsigned int)(ny * nz)) return;
     const int j = t / nz, k = t - j * nz;
@@ -97,7 +97,9 @@ extern "C" __global__ void update_field(const T* P, const T* f, const T* a1, con
             }}
         }}
         const T value = has_f ? f[i * f0 + fjk] + acc : acc;
-        out[i * o0 + ojk] = second_differences((i + 1) * sa0 + ajk, 1, value, SD_ARGS);
+        const T result = second_differences((i + 1) * sa0 + ajk, 1, value, SD_ARGS);
+        // the offset last, in float64 as the array code's addition of a float64 0-d array rounds it
+        out[i * o0 + ojk] = has_offset ? (T)((double)result + offset[0]) : result;
     }}
 }}
 """
@@ -182,10 +184,11 @@ class SecondDifferences:
 
 
 def update(f, P, axis: int, factor: float, body: float, terms, out, xy: float, dz,
-           diffusion: SecondDifferences | None = None):
+           diffusion: SecondDifferences | None = None, offset=None):
     """:func:`daskflow.ns.operators.update` on CuPy arrays in one launch: ``xy`` is the x/y spacing
     (with a ``body`` force) or ``factor`` over it, ``dz`` the z spacing of every interior plane (a
-    float64 CuPy vector); ``f`` and the ``terms`` (at most two) any strides; ``diffusion`` added last."""
+    float64 CuPy vector); ``f`` and the ``terms`` (at most two) any strides; ``diffusion`` added, then
+    ``offset`` (a 0-d float64 CuPy array, read where it lives: no wait for the device)."""
     dtype = P.dtype
     scalar = np.dtype(dtype).type
     nx, ny, nz = out.shape
@@ -193,11 +196,13 @@ def update(f, P, axis: int, factor: float, body: float, terms, out, xy: float, d
     if diffusion is None:  # no axes: the kernel reads nothing of it
         diffusion = SecondDifferences(P, (), 0.0, (0.0, 0.0), (dz, dz))
     kernel = _kernel(_UPDATE_SOURCE, "update_field", dtype, _FIELD_OPTIONS)
+    added = dz if offset is None else offset
     _launch(kernel, ny * nz, nx, (P, out if f is None else f, a1, a2, out, dz, *_strides(P),
                                *_strides(out if f is None else f), *_strides(a1), *_strides(a2), *_strides(out),
                                np.int32(nx), np.int32(ny), np.int32(nz), np.int32(axis), np.int32(f is not None),
                                np.int32(bool(body)), np.int32(len(terms)), scalar(xy), scalar(body), scalar(factor),
-                               np.float64(factor), scalar(w1), scalar(w2), *diffusion.arguments()), ROWS_PER_THREAD)
+                               np.float64(factor), scalar(w1), scalar(w2), added, np.int32(offset is not None),
+                               *diffusion.arguments()), ROWS_PER_THREAD)
     return out
 
 

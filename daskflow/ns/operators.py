@@ -23,6 +23,7 @@ from daskflow.backend import (
     cpu_threads,
     device_constant,
     even_ranges,
+    is_cupy_array,
     run_in_threads,
 )
 from daskflow.grid import Grid
@@ -311,12 +312,13 @@ def gradient(P, m: Metrics, axis: int):
 
 
 def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(), out=None,
-           threads: int | None = None, diffusion: tuple | None = None):
+           threads: int | None = None, diffusion: tuple | None = None, offset=None):
     """``f + sum(c * a for c, a in terms) + scale * (body - gradient(P, m, axis))`` in one
     cache-blocked pass (the gradient term added after the first of ``terms``, ``f`` last; ``f``
     None: left out); into ``out`` (may be ``f``) or a new array in :func:`memory_order`.
-    ``diffusion = (A, axes, nu_scale)`` then adds :func:`laplacian` ``(A, m, axis, axes, nu_scale)``
-    (in the same pass on the GPU)."""
+    ``diffusion = (A, axes, nu_scale)`` then adds :func:`laplacian` ``(A, m, axis, axes, nu_scale)``,
+    and ``offset`` (a number, or a 0-d array where the fields live) is added last: ``out +=
+    offset``'s values (in the same pass on the GPU)."""
     xp = array_module(P)
     shape = tuple(n - 2 for n in P.shape)
     if out is None:
@@ -327,11 +329,19 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
 
         dz = device_constant(xp, m.dzc[1:shape[2] + 1])
         second = None if diffusion is None else _second_differences(diffusion[0], m, axis, *diffusion[1:])
-        return field_kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz,
-                                    second)
+        # a float64 device offset is added in the kernel, with the array code's bits; a number (which
+        # the array code adds in the field's type) after it
+        fused = offset if is_cupy_array(offset) and offset.dtype == np.float64 else None
+        field_kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz, second,
+                             fused)
+        if offset is not None and fused is None:
+            out += offset
+        return out
     _update_array(f, P, m, axis, scale, body, terms, out, threads)
     if diffusion is not None:
         laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out, threads=threads)
+    if offset is not None:
+        out += offset
     return out
 
 

@@ -266,13 +266,14 @@ class Stepper:
             phi = domain.solve_pressure(divergence)
             Phi = domain.pad(phi, self.bcs.p)
         del divergence
+        # the flow-rate correction of u is added by its update, in the same pass
+        correction = self.forcing.value[0] - self.bulk_from_sum(total) if flow_rate else None
         for i in range(3):
-            stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, gdt, out=stars[i]), i)
+            offset = correction if i == 0 else None
+            stars[i] = domain.keep_walls(ops.update(stars[i], Phi, m, i, gdt, out=stars[i], offset=offset), i)
         state.u, state.v, state.w = stars
         state.p = ops.pressure_update(state.p, phi, Phi, m, implicit_axes, gdt * self.nu / 2)
         if flow_rate:
-            correction = self.forcing.value[0] - self.bulk_from_sum(total)
-            state.u += correction  # a new array of this substep: nobody else holds it
             state.forcing_gradient = correction / gdt
 
     def bulk_velocity(self, u) -> float:

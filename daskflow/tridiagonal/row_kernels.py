@@ -31,7 +31,7 @@ TILES = r"""
 #define ROW_TILES(nrows) \
     __shared__ T tiles[WARPS][32][VALUES + 1]; \
     const int lane = threadIdx.x % 32; \
-    const int warp = threadIdx.x / 32; \
+    const int warp = WARPS == 1 ? 0 : threadIdx.x / 32; /* a constant tile where it can be */ \
     T (*tile)[VALUES + 1] = tiles[warp]; \
     const long long row0 = (blockIdx.x * (long long)WARPS + warp) * 32LL; \
     const int rows = (int)max(0LL, min(32LL, (nrows) - row0)); \
@@ -63,22 +63,28 @@ __device__ void load_tile(T (*tile)[VALUES + 1], const T* base, long long stride
     __syncwarp();
 }
 // The tile back into the rows, plus an addend of d's layout where added is not nullptr (a solve's last
-// store: the solution added to the field it increments, u + du, as the values leave).
+// store: the solution added to the field it increments, u + du, as the values leave; its loads are
+// batched as load_tile's, a plain store is not).
 template <int B>
 __device__ void store_tile(T (*tile)[VALUES + 1], T* base, const T* added, long long stride, int k0, int kn,
         int rows, int lane) {
     const int j = TILE_VALUE;
     __syncwarp();
+    if (added == nullptr) {
+        for (int r0 = 0; r0 < rows; r0 += LANE_ROWS)
+            if (TILE_ROW(r0, 0) < rows && j < kn) base[TILE_ROW(r0, 0) * stride + k0 + j] = tile[TILE_ROW(r0, 0)][j];
+        __syncwarp();
+        return;
+    }
     for (int r0 = 0; r0 < rows; r0 += B * LANE_ROWS) {
         T v[B];
         #pragma unroll
         for (int i = 0; i < B; ++i)
-            if (TILE_ROW(r0, i) < rows && j < kn) v[i] = added ? added[TILE_ROW(r0, i) * stride + k0 + j] : T(0);
+            if (TILE_ROW(r0, i) < rows && j < kn) v[i] = added[TILE_ROW(r0, i) * stride + k0 + j];
         #pragma unroll
         for (int i = 0; i < B; ++i)
             if (TILE_ROW(r0, i) < rows && j < kn)
-                base[TILE_ROW(r0, i) * stride + k0 + j] = added ? tile[TILE_ROW(r0, i)][j] + v[i]
-                                                                 : tile[TILE_ROW(r0, i)][j];
+                base[TILE_ROW(r0, i) * stride + k0 + j] = tile[TILE_ROW(r0, i)][j] + v[i];
     }
     __syncwarp();
 }

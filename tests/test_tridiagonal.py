@@ -276,3 +276,20 @@ def test_every_tile_geometry_of_the_row_kernels_gives_the_same_bits(cupy, m):
     for name, g, w in zip(("thomas", "reduced", "boundary", "rebuilt"), solves(None), want, strict=True):
         np.testing.assert_array_equal(g, w, err_msg=f"{name}, shipped geometry")
     np.testing.assert_array_equal(want[3][..., m:], cupy.asnumpy(field0)[..., m:])
+
+
+def test_row_kernel_geometries_are_checked_before_anything_compiles():
+    """A tile geometry the row kernels cannot run (a tile's lanes not covering whole rows, an unknown
+    key) is a one-line error naming the setting and what it may be; the shipped ones are valid."""
+    from daskflow.tridiagonal import kernels, row_kernels
+
+    for name, geometry in row_kernels.GEOMETRY.items():
+        assert row_kernels.definitions(geometry).count("#define") == 3, name
+    source = kernels._source("cr_reconstruct_rows", np.dtype(np.float64), (("VALUES", 8), ("WARPS", 2), ("BATCH", 4)))
+    assert "#define VALUES 8\n#define WARPS 2\n#define BATCH 4\n" in source
+    with pytest.raises(ValueError, match=r"VALUES = 24; allowed: 1, 2, 4, 8, 16, 32"):
+        row_kernels.definitions({"VALUES": 24})
+    with pytest.raises(ValueError, match=r"WARPS = 0; allowed: 1 to 32"):
+        row_kernels.definitions({"WARPS": 0})
+    with pytest.raises(ValueError, match=r"unknown key 'ROWS'; the keys are VALUES, WARPS, BATCH"):
+        row_kernels.definitions({"ROWS": 4})

@@ -91,8 +91,20 @@ __device__ void store_tile(T (*tile)[VALUES + 1], T* base, const T* added, long 
 """
 
 
+#: what each entry of a geometry may be: a tile's lanes cover whole rows, a block at most 1024 threads
+ALLOWED = {"VALUES": (1, 2, 4, 8, 16, 32), "WARPS": tuple(range(1, 33)), "BATCH": tuple(range(1, 65))}
+
+
 def definitions(geometry: dict) -> str:
-    """The ``#define`` lines of a tile geometry (a :data:`GEOMETRY` value), to precede :data:`TILES`."""
+    """The ``#define`` lines of a tile geometry (a :data:`GEOMETRY` value, or part of one), to precede
+    :data:`TILES`; a key or value outside :data:`ALLOWED` is a ``ValueError`` naming it."""
+    for name, value in geometry.items():
+        if name not in ALLOWED:
+            raise ValueError(f"row kernel geometry: unknown key {name!r}; the keys are {', '.join(ALLOWED)}")
+        allowed = ALLOWED[name]
+        if value not in allowed:
+            listed = ", ".join(map(str, allowed)) if len(allowed) < 10 else f"{allowed[0]} to {allowed[-1]}"
+            raise ValueError(f"row kernel geometry: {name} = {value!r}; allowed: {listed}")
     return "".join(f"#define {name} {value}\n" for name, value in geometry.items())
 
 

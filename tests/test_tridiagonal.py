@@ -293,3 +293,14 @@ def test_row_kernel_geometries_are_checked_before_anything_compiles():
         row_kernels.definitions({"WARPS": 0})
     with pytest.raises(ValueError, match=r"unknown key 'ROWS'; the keys are VALUES, WARPS, BATCH"):
         row_kernels.definitions({"ROWS": 4})
+    with pytest.raises(ValueError, match=r"BATCH = 8.0; allowed: 1 to 64"):
+        row_kernels.definitions({"VALUES": 16, "WARPS": 2, "BATCH": 8.0})
+    with pytest.raises(ValueError, match=r"BATCH missing"):
+        row_kernels.definitions({"VALUES": 16, "WARPS": 2})
+    # float64 tiles of 32 values: five warps fit a block's 48 KiB of shared memory, six do not
+    assert row_kernels.definitions({"VALUES": 32, "WARPS": 5, "BATCH": 8})
+    assert row_kernels.definitions({"VALUES": 32, "WARPS": 10, "BATCH": 8}, itemsize=4)
+    with pytest.raises(ValueError, match=r"WARPS = 6 tiles of VALUES = 32 take 55296 bytes of shared memory"):
+        row_kernels.definitions({"VALUES": 32, "WARPS": 6, "BATCH": 8})
+    with pytest.raises(ValueError, match=r"launch: thomas_shifted takes no tile geometry"):
+        kernels.launch("thomas_shifted", np.float64, 1, geometry={"WARPS": 2})

@@ -1,22 +1,23 @@
 """Fused CUDA kernels of the time step: the explicit momentum terms, the padding of a field and a
-pencil's halo ring, the CFL rate and the flow-rate sum (the RK update, second differences, divergence and pressure
-update are in :mod:`daskflow.ns.field_kernels`).
+pencil's halo ring, the CFL rate and the flow-rate sum (the RK update, second differences, divergence
+and pressure update are in :mod:`daskflow.ns.field_kernels`).
 
-:func:`explicit_terms` (advection + explicit diffusion): one thread per interior point computes all
-three components from the padded velocity, reading each neighbour once from global memory; the
-array-expression version in :mod:`daskflow.ns.operators` makes ~60 temporaries per substep. Same
-formulas (and test-checked against them, to round-off: it multiplies by inverse spacings where the
-array code divides): divergence-form advection with midpoint averages, second differences on the
-stretched z grid. The skew-symmetric form (``physics.advection:
-skew_symmetric``) has no fused kernel: on CuPy it runs the array code of
+:func:`explicit_terms` (advection + explicit diffusion): one thread per interior (y, z) point and
+each of a few x rows computes all three components from the padded velocity, reading each
+neighbour once from global memory; the array-expression version in :mod:`daskflow.ns.operators`
+makes ~60 temporaries per substep. Same formulas (and test-checked against them, to round-off: it
+multiplies by inverse spacings where the array code divides): divergence-form advection with
+midpoint averages, second differences on the stretched z grid. The skew-symmetric form
+(``physics.advection: skew_symmetric``) has no fused kernel: on CuPy it runs the array code of
 :func:`daskflow.ns.advection.explicit_terms`.
 
-:func:`pad`: one thread per point of the padded field writes it, interior and ghosts (faces,
-edges, corners) at once, by :func:`daskflow.ns.operators.ghost_rule` applied axis after axis (x, y,
-z) as the array code fills them: the same values, bit for bit, in one launch where the array code
-makes a copy and six to twelve plane operations. :func:`fill_ring` does the same for the y and z
-ghosts of a pencil's padded stack from its neighbours' pieces; the rate repeats its array code's
-operations in its order, compiled without fused multiply-adds, and gives its bits.
+:func:`pad`: one thread per (y, z) point of the padded field and each of a few x rows writes it,
+interior and ghosts (faces, edges, corners) at once, by :func:`daskflow.ns.operators.ghost_rule`
+applied axis after axis (x, y, z) as the array code fills them: the same values, bit for bit, in
+one launch where the array code makes a copy and six to twelve plane operations.
+:func:`fill_ring` does the same for the y and z ghosts of a pencil's padded stack from its
+neighbours' pieces; the rate repeats its array code's operations in its order, compiled without
+fused multiply-adds, and gives its bits.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from daskflow.backend import element_strides as _strides
 # compiled without fused multiply-adds: they give its bits (the array code runs every operation as a
 # kernel of its own, which cannot fuse them either). At most 48 registers a thread: the update
 # kernel took 64, which left room for half the threads a multiprocessor can hold, and waited on its
-# memory; capped, the one-GPU channel step is 4 % faster (40 registers spill and lose half of it).
+# memory; capped (with the pressure update, which took 56, and the rest, which need fewer), the
+# one-GPU channel step is 4 % faster on an H200 (56 gives back two thirds of that, 40 spills).
 _FIELD_OPTIONS = ("--fmad=false", "--maxrregcount=48")
 _CTYPES = {"float64": "double", "float32": "float"}
 
@@ -272,8 +274,8 @@ _WEIGHTED_SUM_SOURCE = r"""
 typedef {T} T;
 // sum(u * dz) over a C-ordered field, dz the float64 z widths (the array code's product is float64
 // too): a grid-stride loop (the z index stepped along, not divided out per point), a warp's sum by
-// shuffles, a block's into partials[blockIdx.x]. The grid is fixed, so the order of the additions,
-// and the bits, are the same on every device.
+// shuffles, a block's into partials[blockIdx.x]. The grid is fixed, so the partials do not depend
+// on the device.
 extern "C" __global__ void z_weighted_sum(const T* u, const double* dz, double* partials, const long long n,
         const int nz) {{
     __shared__ double warps[32];

@@ -318,7 +318,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
     None: left out); into ``out`` (may be ``f``) or a new array in :func:`memory_order`.
     ``diffusion = (A, axes, nu_scale)`` then adds :func:`laplacian` ``(A, m, axis, axes, nu_scale)``,
     and ``offset`` (a number, or a 0-d array where the fields live) is added last: ``out +=
-    offset``'s values (in the same pass on the GPU)."""
+    offset``'s values (in the same pass on the GPU for a float64 device value)."""
     xp = array_module(P)
     shape = tuple(n - 2 for n in P.shape)
     if out is None:
@@ -331,7 +331,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
         second = None if diffusion is None else _second_differences(diffusion[0], m, axis, *diffusion[1:])
         # a float64 device offset is added in the kernel, with the array code's bits; a number (which
         # the array code adds in the field's type) after it
-        fused = offset if is_cupy_array(offset) and offset.dtype == np.float64 else None
+        fused = offset if is_cupy_array(offset) and offset.dtype == np.float64 and offset.ndim == 0 else None
         field_kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz, second,
                              fused)
         if offset is not None and fused is None:

@@ -252,9 +252,11 @@ class Stepper:
         flow_rate = self.forcing.kind == "flow_rate"
         if flow_rate:
             # The projection below leaves the bulk velocity as it is (the x-differences of phi sum
-            # to zero around the periodic x axis), so u* is summed now, riding on the halo exchange
+            # to zero around a periodic x axis), so u* is summed now, riding on the halo exchange
             # instead of costing a reduction round of its own; on a GPU the sum, its reduction and
-            # the correction stay on the device (no wait for the host at every substep).
+            # the correction stay on the device (no wait for the host at every substep). The
+            # correction is added by u's update, before its walls are kept: a wall face of u (x
+            # bounded) keeps its wall value.
             padded_stars, total = domain.pad_and_reduce(stars, weighted_sum(state.u, domain.dz()), "sum")
         else:
             padded_stars = domain.pad_velocity(stars)
@@ -266,7 +268,7 @@ class Stepper:
             phi = domain.solve_pressure(divergence)
             Phi = domain.pad(phi, self.bcs.p)
         del divergence
-        # the flow-rate correction of u is added by its update, in the same pass
+        # the flow-rate correction of u is added by its update (in the same pass on the GPU)
         correction = self.forcing.value[0] - self.bulk_from_sum(total) if flow_rate else None
         for i in range(3):
             offset = correction if i == 0 else None

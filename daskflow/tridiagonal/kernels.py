@@ -314,7 +314,9 @@ THREADS = 128
 def _source(name: str, dtype: np.dtype, geometry: tuple) -> str:
     real = np.dtype(dtype).type(0).real.dtype
     head = _PREAMBLE.format(T=_CTYPES[np.dtype(dtype)], R=_CTYPES[real])
-    return head + row_kernels.definitions(dict(geometry)) + _SOURCES[name]
+    if geometry:
+        head += row_kernels.definitions(dict(geometry), np.dtype(dtype).itemsize)
+    return head + _SOURCES[name]
 
 
 def launch(name: str, dtype: np.dtype, ncols: int, *args, geometry: dict | None = None) -> None:
@@ -322,6 +324,9 @@ def launch(name: str, dtype: np.dtype, ncols: int, *args, geometry: dict | None 
     kernel, rows: 32 a warp, in blocks of its geometry's ``WARPS``). ``geometry`` overrides entries
     of the kernel's :data:`~daskflow.tridiagonal.row_kernels.GEOMETRY` (a benchmark's sweep)."""
     own = row_kernels.GEOMETRY.get(name, {})
+    if geometry and not own:
+        rows = ", ".join(row_kernels.GEOMETRY)
+        raise ValueError(f"launch: {name} takes no tile geometry; the row kernels do: {rows}")
     merged = {**own, **geometry} if geometry else own
     kernel = raw_kernel(_source(name, np.dtype(dtype), tuple(merged.items())), name)
     threads = 32 * merged["WARPS"] if merged else THREADS

@@ -93,18 +93,35 @@ __device__ void store_tile(T (*tile)[VALUES + 1], T* base, const T* added, long 
 
 #: what each entry of a geometry may be: a tile's lanes cover whole rows, a block at most 1024 threads
 ALLOWED = {"VALUES": (1, 2, 4, 8, 16, 32), "WARPS": tuple(range(1, 33)), "BATCH": tuple(range(1, 65))}
+#: the static shared memory of a block (bytes)
+SHARED_BYTES = 48 * 1024
 
 
-def definitions(geometry: dict) -> str:
-    """The ``#define`` lines of a tile geometry (a :data:`GEOMETRY` value, or part of one), to precede
-    :data:`TILES`; a key or value outside :data:`ALLOWED` is a ``ValueError`` naming it."""
+def shared_bytes(geometry: dict, itemsize: int) -> int:
+    """A block's shared memory under ``geometry`` for values of ``itemsize`` bytes: each warp's tile
+    and up to three staged coefficient arrays (real, at most as wide as the values)."""
+    values = geometry["VALUES"]
+    return geometry["WARPS"] * (32 * (values + 1) + 3 * values) * itemsize
+
+
+def definitions(geometry: dict, itemsize: int = 8) -> str:
+    """The ``#define`` lines of a tile geometry (a :data:`GEOMETRY` value), to precede :data:`TILES`,
+    for values of ``itemsize`` bytes; a key or value outside :data:`ALLOWED`, or tiles beyond a
+    block's shared memory, is a ``ValueError`` naming the setting."""
     for name, value in geometry.items():
         if name not in ALLOWED:
             raise ValueError(f"row kernel geometry: unknown key {name!r}; the keys are {', '.join(ALLOWED)}")
         allowed = ALLOWED[name]
-        if value not in allowed:
+        if type(value) is not int or value not in allowed:
             listed = ", ".join(map(str, allowed)) if len(allowed) < 10 else f"{allowed[0]} to {allowed[-1]}"
             raise ValueError(f"row kernel geometry: {name} = {value!r}; allowed: {listed}")
+    missing = [name for name in ALLOWED if name not in geometry]
+    if missing:
+        raise ValueError(f"row kernel geometry: {', '.join(missing)} missing; a geometry gives {', '.join(ALLOWED)}")
+    if shared_bytes(geometry, itemsize) > SHARED_BYTES:
+        raise ValueError(f"row kernel geometry: WARPS = {geometry['WARPS']} tiles of VALUES = {geometry['VALUES']} "
+                         f"take {shared_bytes(geometry, itemsize)} bytes of shared memory a block, over "
+                         f"{SHARED_BYTES}; fewer WARPS or VALUES")
     return "".join(f"#define {name} {value}\n" for name, value in geometry.items())
 
 

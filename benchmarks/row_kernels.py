@@ -85,8 +85,14 @@ def measure(cupy, rows: int, values: int, repeat: int, geometries: list[dict | N
 
 
 def _geometries(values: list[int], warps: list[int], batches: list[int]) -> list[dict | None]:
-    """The shipped geometries (``None``: each kernel its own), then every one of the sweep."""
-    return [None] + [{"VALUES": v, "WARPS": w, "BATCH": b} for v, w, b in itertools.product(values, warps, batches)]
+    """The shipped geometries (``None``: each kernel its own), then every one of the sweep, each
+    checked (float64 tiles) before anything runs."""
+    from daskflow.tridiagonal.row_kernels import definitions
+
+    sweep = [{"VALUES": v, "WARPS": w, "BATCH": b} for v, w, b in itertools.product(values, warps, batches)]
+    for geometry in sweep:
+        definitions(geometry, itemsize=8)
+    return [None] + sweep
 
 
 def main() -> None:

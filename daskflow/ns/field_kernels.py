@@ -188,9 +188,8 @@ def update(f, P, axis: int, factor: float, body: float, terms, out, xy: float, d
     """:func:`daskflow.ns.operators.update` on CuPy arrays in one launch: ``xy`` is the x/y spacing
     (with a ``body`` force) or ``factor`` over it, ``dz`` the z spacing of every interior plane (a
     float64 CuPy vector); ``f`` and the ``terms`` (at most two) any strides; ``diffusion`` added, then
-    ``offset`` (a 0-d float64 CuPy array, read where it lives: no wait for the device)."""
-    if offset is not None and (offset.shape != () or offset.dtype != np.float64):
-        raise ValueError(f"update: offset must be a 0-d float64 array, not {offset.shape} {offset.dtype}")
+    ``offset`` (a 0-d float64 CuPy array, read where it lives: no wait for the device; the caller,
+    :func:`daskflow.ns.operators.update`, passes no other)."""
     dtype = P.dtype
     scalar = np.dtype(dtype).type
     nx, ny, nz = out.shape

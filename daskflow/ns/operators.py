@@ -324,6 +324,7 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
     if out is None:
         out = new_field(xp, shape, P.dtype)
     spacing = m.dx if axis == 0 else m.dy
+    fused = None  # the offset the kernel adds
     if xp is not np and FUSED_GPU and len(terms) <= 2:  # one kernel (daskflow.ns.field_kernels), the same bits
         from daskflow.ns import field_kernels
 
@@ -334,13 +335,11 @@ def update(f, P, m: Metrics, axis: int, scale: float, body: float = 0.0, terms=(
         fused = offset if is_cupy_array(offset) and offset.dtype == np.float64 and offset.ndim == 0 else None
         field_kernels.update(f, P, axis, scale, body, terms, out, spacing if body else scale / spacing, dz, second,
                              fused)
-        if offset is not None and fused is None:
-            out += offset
-        return out
-    _update_array(f, P, m, axis, scale, body, terms, out, threads)
-    if diffusion is not None:
-        laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out, threads=threads)
-    if offset is not None:
+    else:
+        _update_array(f, P, m, axis, scale, body, terms, out, threads)
+        if diffusion is not None:
+            laplacian(diffusion[0], m, axis, diffusion[1], diffusion[2], out=out, threads=threads)
+    if offset is not None and fused is None:
         out += offset
     return out
 
